@@ -1,0 +1,378 @@
+//! W1 open-unlinked: open N files that have no name (O_TMPFILE, or create and
+//! unlink while keeping the descriptor), hold them all, close them in the
+//! order opened. Above one process's descriptor limit the files are spread over
+//! several worker processes that open in turn and close in turn.
+//!
+//! The crash variant kills the daemon while every file is held, mounts again
+//! and waits until the target says the orphans are reclaimed.
+
+use crate::util::{self, cstr, Out};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Descriptors a worker keeps for itself (stdio, pipes, the directory).
+const RESERVED_FDS: u64 = 32;
+
+pub struct Args {
+    pub dir: PathBuf,
+    pub ns: Vec<u64>,
+    pub per_proc: Option<u64>,
+    pub bytes: usize,
+    pub crash: Option<Crash>,
+}
+
+/// Shell commands of the target's script for the crash variant.
+pub struct Crash {
+    pub kill_cmd: String,
+    pub remount_cmd: String,
+    pub reclaimed_cmd: String,
+    pub reclaim_timeout: Duration,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    Auto,
+    Tmpfile,
+    CreateUnlink,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Tmpfile => "tmpfile",
+            Mode::CreateUnlink => "create_unlink",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "auto" => Some(Mode::Auto),
+            "tmpfile" => Some(Mode::Tmpfile),
+            "create_unlink" => Some(Mode::CreateUnlink),
+            _ => None,
+        }
+    }
+}
+
+struct Worker {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Worker {
+    fn spawn(
+        dir: &Path,
+        count: u64,
+        tag: &str,
+        mode: Mode,
+        bytes: usize,
+    ) -> Result<Worker, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+        let mut child = Command::new(exe)
+            .arg("w1-worker")
+            .arg("--dir")
+            .arg(dir)
+            .args(["--count", &count.to_string(), "--tag", tag])
+            .args(["--mode", mode.name(), "--bytes", &bytes.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start a worker: {e}"))?;
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        Ok(Worker {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    /// The next `word k=v k=v` line of the worker, as pairs.
+    fn expect(&mut self, word: &str) -> Result<Vec<(String, String)>, String> {
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = self.child.wait();
+            return Err(format!("worker ended before '{word}'"));
+        }
+        let mut parts = line.split_whitespace();
+        let head = parts.next().unwrap_or("");
+        let kv: Vec<(String, String)> = parts
+            .filter_map(|p| p.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if head != word {
+            let why = kv
+                .iter()
+                .find(|(k, _)| k == "error")
+                .map(|(_, v)| v.replace('_', " "))
+                .unwrap_or_else(|| line.trim().to_string());
+            return Err(why);
+        }
+        Ok(kv)
+    }
+
+    fn close(&mut self) -> Result<(), String> {
+        self.stdin
+            .write_all(b"close\n")
+            .map_err(|e| format!("worker pipe: {e}"))
+    }
+}
+
+fn get<'a>(kv: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    kv.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+fn get_f(kv: &[(String, String)], key: &str) -> f64 {
+    get(kv, key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
+/// Descriptors one worker may hold: the hard limit less a few.
+fn per_proc_cap(asked: Option<u64>) -> u64 {
+    let limit = util::raise_nofile();
+    let cap = limit.saturating_sub(RESERVED_FDS).max(1);
+    asked.map_or(cap, |a| a.min(cap).max(1))
+}
+
+/// Opens `n` files over as many workers as needed; returns them holding the
+/// files, with the open time and the mode used.
+fn open_all(
+    a: &Args,
+    n: u64,
+    cap: u64,
+    mut mode: Mode,
+) -> Result<(Vec<Worker>, f64, Mode), String> {
+    let mut workers = Vec::new();
+    let mut left = n;
+    let mut open_s = 0.0;
+    let mut idx = 0;
+    while left > 0 {
+        let count = left.min(cap);
+        let tag = format!("{}-{n}-{idx}", std::process::id());
+        let mut w = Worker::spawn(&a.dir, count, &tag, mode, a.bytes)?;
+        let kv = w.expect("opened")?;
+        open_s += get_f(&kv, "secs");
+        if let Some(m) = get(&kv, "mode").and_then(Mode::parse) {
+            mode = m;
+        }
+        workers.push(w);
+        left -= count;
+        idx += 1;
+    }
+    Ok((workers, open_s, mode))
+}
+
+/// Closes in turn, in the order opened; returns the summed close time.
+fn close_all(workers: Vec<Worker>) -> Result<f64, String> {
+    let mut close_s = 0.0;
+    for mut w in workers {
+        w.close()?;
+        let kv = w.expect("closed")?;
+        close_s += get_f(&kv, "secs");
+        let _ = w.child.wait();
+    }
+    Ok(close_s)
+}
+
+fn sh(cmd: &str) -> Result<String, String> {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("'{cmd}' failed ({})", out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+pub fn run(a: Args) -> Result<Out, String> {
+    let mut out = Out::default();
+    let cap = per_proc_cap(a.per_proc);
+    out.put("per_proc", cap);
+    out.put(
+        "ns",
+        a.ns.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    let mut mode = Mode::Auto;
+    let mut costs = Vec::new();
+    for &n in &a.ns {
+        let (workers, open_s, m) = open_all(&a, n, cap, mode)?;
+        if mode == Mode::Auto {
+            out.put("mode", m.name());
+        }
+        mode = m;
+        let procs = workers.len();
+        if let Some(crash) = &a.crash {
+            return crash_cycle(&a, crash, workers, n, open_s, out);
+        }
+        let close_s = close_all(workers)?;
+        out.put(format!("n{n}_procs"), procs);
+        out.num(format!("n{n}_open_s"), open_s);
+        out.num(format!("n{n}_open_per_s"), n as f64 / open_s);
+        out.num(format!("n{n}_close_s"), close_s);
+        out.num(format!("n{n}_close_per_s"), n as f64 / close_s);
+        let us = close_s * 1e6 / n as f64;
+        out.num(format!("n{n}_close_us_per_file"), us);
+        costs.push(us);
+    }
+    if costs.len() >= 2 {
+        out.num("close_cost_ratio", costs[costs.len() - 1] / costs[0]);
+    }
+    Ok(out)
+}
+
+fn crash_cycle(
+    a: &Args,
+    crash: &Crash,
+    workers: Vec<Worker>,
+    n: u64,
+    open_s: f64,
+    mut out: Out,
+) -> Result<Out, String> {
+    out.put("crash_n", n);
+    out.num("crash_open_s", open_s);
+    // Make what is held durable: one fsync commits the journal.
+    let marker = a.dir.join(format!("w1-marker-{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&marker).map_err(|e| format!("marker: {e}"))?;
+        f.write_all(b"marker").map_err(|e| format!("marker: {e}"))?;
+        f.sync_all().map_err(|e| format!("marker fsync: {e}"))?;
+    }
+    let (r, kill_s) = util::timed(|| sh(&crash.kill_cmd));
+    r?;
+    out.num("crash_kill_s", kill_s);
+    // The holders go away too, as they would when the machine fails.
+    for mut w in workers {
+        let _ = w.child.kill();
+        let _ = w.child.wait();
+    }
+    let t0 = Instant::now();
+    sh(&crash.remount_cmd)?;
+    out.num("crash_remount_s", t0.elapsed().as_secs_f64());
+    loop {
+        if let Ok(text) = sh(&crash.reclaimed_cmd) {
+            out.num("crash_reclaim_s", t0.elapsed().as_secs_f64());
+            for line in text.lines() {
+                if let Some((k, v)) = line.split_once('=') {
+                    out.put(format!("crash_{}", k.trim()), v.trim());
+                }
+            }
+            break;
+        }
+        if t0.elapsed() > crash.reclaim_timeout {
+            return Err(format!(
+                "orphans not reclaimed within {:?} of the remount",
+                crash.reclaim_timeout
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(out)
+}
+
+/// The worker side: `opened secs=S mode=M`, then on `close` from the parent,
+/// `closed secs=S errors=E`.
+pub fn worker(dir: &Path, count: u64, tag: &str, mode: Mode, bytes: usize) -> i32 {
+    util::raise_nofile();
+    let dir_c = cstr(dir);
+    let payload = vec![b'x'; bytes];
+    let mut fds = Vec::with_capacity(count as usize);
+    let mut mode = mode;
+    let t = Instant::now();
+    for i in 0..count {
+        let fd = match open_one(&dir_c, dir, tag, i, &mut mode) {
+            Ok(fd) => fd,
+            Err(e) => {
+                println!("error error={}", e.replace(' ', "_"));
+                return 1;
+            }
+        };
+        if !payload.is_empty() {
+            // SAFETY: fd is open and payload is a valid buffer.
+            let w = unsafe { libc::write(fd, payload.as_ptr().cast(), payload.len()) };
+            if w < 0 {
+                println!(
+                    "error error=write_after_{i}_files:_errno_{}",
+                    util::last_errno()
+                );
+                return 1;
+            }
+        }
+        fds.push(fd);
+    }
+    let open_s = t.elapsed().as_secs_f64();
+    println!("opened secs={open_s:.6} mode={}", mode.name());
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    let t = Instant::now();
+    let mut errors = 0;
+    for fd in fds {
+        // SAFETY: each fd was opened above and is closed once.
+        if unsafe { libc::close(fd) } != 0 {
+            errors += 1;
+        }
+    }
+    let close_s = t.elapsed().as_secs_f64();
+    println!("closed secs={close_s:.6} errors={errors}");
+    let _ = std::io::stdout().flush();
+    0
+}
+
+fn open_one(
+    dir_c: &std::ffi::CStr,
+    dir: &Path,
+    tag: &str,
+    i: u64,
+    mode: &mut Mode,
+) -> Result<i32, String> {
+    if *mode != Mode::CreateUnlink {
+        // SAFETY: dir_c is a valid C string; O_TMPFILE takes a mode argument.
+        let fd = unsafe { libc::open(dir_c.as_ptr(), libc::O_TMPFILE | libc::O_RDWR, 0o600) };
+        if fd >= 0 {
+            *mode = Mode::Tmpfile;
+            return Ok(fd);
+        }
+        let e = util::last_errno();
+        let refused = matches!(
+            e,
+            libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL | libc::ENOSYS | libc::ENOENT
+        );
+        if *mode == Mode::Tmpfile || !refused {
+            return Err(format!("O_TMPFILE open after {i} files: errno {e}"));
+        }
+        *mode = Mode::CreateUnlink;
+    }
+    let path = cstr(&dir.join(format!("w1-{tag}-{i}")));
+    // SAFETY: path is a valid C string.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            libc::O_CREAT | libc::O_EXCL | libc::O_RDWR,
+            0o600,
+        )
+    };
+    if fd < 0 {
+        return Err(format!(
+            "create after {i} files: errno {}",
+            util::last_errno()
+        ));
+    }
+    // SAFETY: path is a valid C string.
+    if unsafe { libc::unlink(path.as_ptr()) } != 0 {
+        return Err(format!(
+            "unlink after {i} files: errno {}",
+            util::last_errno()
+        ));
+    }
+    Ok(fd)
+}

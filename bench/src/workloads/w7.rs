@@ -1,0 +1,79 @@
+//! W7 FUSE floor: stat() of a name that does not exist and of a file that
+//! does, each in a loop for a fixed time; operations per second.
+
+use crate::util::{self, cstr, Out};
+use std::ffi::CStr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct Args {
+    pub dir: PathBuf,
+    pub secs: f64,
+}
+
+/// Stats `path` for about `secs`; returns (calls, seconds, calls that failed
+/// with an errno other than the one expected).
+fn spin(path: &CStr, secs: f64, expect_missing: bool) -> (u64, f64, u64) {
+    let limit = Duration::from_secs_f64(secs);
+    // SAFETY: an all-zero stat is a valid buffer for stat() to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let mut calls = 0u64;
+    let mut wrong = 0u64;
+    let t = Instant::now();
+    loop {
+        for _ in 0..256 {
+            // SAFETY: path is a valid C string and st a valid buffer.
+            let r = unsafe { libc::stat(path.as_ptr(), &mut st) };
+            let ok = if expect_missing {
+                r != 0 && util::last_errno() == libc::ENOENT
+            } else {
+                r == 0
+            };
+            if !ok {
+                wrong += 1;
+            }
+        }
+        calls += 256;
+        if t.elapsed() >= limit {
+            break;
+        }
+    }
+    (calls, t.elapsed().as_secs_f64(), wrong)
+}
+
+/// A file to stat: one made here, or, where the target refuses to create
+/// (the floor server), the first regular file the directory lists.
+fn existing(dir: &Path) -> Result<PathBuf, String> {
+    let p = dir.join("w7-existing");
+    if std::fs::write(&p, b"w7").is_ok() {
+        return Ok(p);
+    }
+    std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .flatten()
+        .find(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .ok_or_else(|| format!("cannot create or find a file in {}", dir.display()))
+}
+
+pub fn run(a: Args) -> Result<Out, String> {
+    let mut out = Out::default();
+    let missing = a.dir.join("w7-no-such-name");
+    if missing.symlink_metadata().is_ok() {
+        return Err(format!("{} exists", missing.display()));
+    }
+    let existing = existing(&a.dir)?;
+    for (label, path, miss) in [("missing", missing, true), ("existing", existing, false)] {
+        let c = cstr(&path);
+        spin(&c, 0.05, miss);
+        let (calls, secs, wrong) = spin(&c, a.secs, miss);
+        if wrong > 0 {
+            return Err(format!(
+                "stat of the {label} name gave an unexpected answer {wrong} times"
+            ));
+        }
+        out.num(format!("{label}_per_s"), calls as f64 / secs);
+        out.num(format!("{label}_us"), secs * 1e6 / calls as f64);
+    }
+    Ok(out)
+}

@@ -1,0 +1,135 @@
+# Shared by the target scripts. A target script is called as
+#   bench/targets/NAME.sh ACTION STATE
+# where STATE is a fresh directory under /tmp made by the harness (mktemp -d);
+# the filesystem is mounted at STATE/mnt. Actions:
+#   check      exit 0 if the target can run here; print desc= and version=
+#   up         mount at STATE/mnt; print mnt= (and pid= for a FUSE daemon)
+#   umount     unmount only (the harness times it and the daemon's exit)
+#   remount    unmount and mount the same filesystem again (W6)
+#   kill       kill the daemon with SIGKILL and detach the mount (W1 crash)
+#   reclaimed  exit 0 once orphaned files are reclaimed (W1 crash)
+#   down       tear everything down; safe after a failed up, run twice, or alone
+# Processes are ended only by the PID recorded in STATE/pid, and only while
+# that process's command line still names STATE.
+set -euo pipefail
+
+ACTION=${1:?usage: $0 check|up|umount|remount|kill|reclaimed|down STATE}
+STATE=${2:?usage: $0 ACTION STATE}
+MNT=$STATE/mnt
+RAM=$STATE/ram
+NAME=$(basename "$0" .sh)
+IMG_SIZE=${BENCH_IMG_SIZE:-4G}
+
+log() { echo "$NAME: $*" >&2; }
+die() {
+  log "$*"
+  exit 1
+}
+
+# A directory the harness made: refuse anything else, before touching it.
+case "$STATE" in
+  /tmp/churnfs-bench.*) ;;
+  *) [ "$ACTION" = check ] || die "STATE must be a directory made by the harness under /tmp/churnfs-bench.*" ;;
+esac
+
+daemon_pid() { cat "$STATE/pid" 2>/dev/null || true; }
+
+# True while PID is alive and is still the process we started.
+ours() {
+  local pid=$1
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$STATE"
+}
+
+# Starts a FUSE daemon in the foreground, detached from the harness, and
+# records its PID (setsid execs in place: $! is the daemon).
+start_daemon() {
+  setsid "$@" >"$STATE/daemon.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pid"
+}
+
+wait_mounted() {
+  local pid i
+  pid=$(daemon_pid)
+  for i in $(seq 1 600); do
+    if mountpoint -q "$MNT"; then
+      return 0
+    fi
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 3 "$STATE/daemon.log" >&2 || true
+      die "daemon exited before the mount was ready"
+    fi
+    sleep 0.05
+  done
+  die "not mounted after 30 s"
+}
+
+# Waits up to $1 seconds for our daemon to exit.
+wait_daemon_gone() {
+  local pid i
+  pid=$(daemon_pid)
+  for i in $(seq 1 $(($1 * 20))); do
+    ours "$pid" || return 0
+    grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+stop_daemon() {
+  local pid
+  pid=$(daemon_pid)
+  ours "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  wait_daemon_gone 10 && return 0
+  log "daemon $pid ignored SIGTERM; sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  wait_daemon_gone 10 || log "daemon $pid still there"
+}
+
+fuse_umount() { fusermount3 -u "$MNT"; }
+
+# Unmounts what is mounted at $1, lazily if it is busy.
+unmount_any() {
+  local m=$1
+  mountpoint -q "$m" 2>/dev/null || return 0
+  umount "$m" 2>/dev/null || fusermount3 -u "$m" 2>/dev/null || umount -l "$m" || fusermount3 -u -z "$m"
+}
+
+ram_up() {
+  mkdir -p "$RAM"
+  mount -t tmpfs -o "size=${1:-${BENCH_RAM_SIZE:-12G}}" churnfs-bench-ram "$RAM"
+}
+
+# An ext4 or xfs image on a tmpfs, attached to a loop device.
+image_up() {
+  local fs=$1
+  ram_up
+  truncate -s "$IMG_SIZE" "$RAM/img"
+  case "$fs" in
+    ext4) mkfs.ext4 -q -F "$RAM/img" >/dev/null ;;
+    xfs) mkfs.xfs -q -f "$RAM/img" >/dev/null ;;
+  esac
+}
+
+loop_up() {
+  losetup --find --show "$RAM/img" >"$STATE/loopdev"
+  cat "$STATE/loopdev"
+}
+
+teardown() {
+  unmount_any "$MNT"
+  stop_daemon
+  if [ -s "$STATE/loopdev" ]; then
+    losetup -d "$(cat "$STATE/loopdev")" 2>/dev/null || true
+    rm -f "$STATE/loopdev"
+  fi
+  unmount_any "$RAM"
+  [ -d "$STATE" ] || return 0
+  if grep -qF " $STATE/" /proc/self/mounts; then
+    die "something is still mounted under $STATE; left in place"
+  fi
+  rm -rf --one-file-system "$STATE"
+}
+
+unknown_action() { die "unknown action '$ACTION'"; }

@@ -1,0 +1,119 @@
+//! `churnfs`: make, mount, check and inspect churnfs filesystems.
+
+mod error;
+mod mount;
+mod opts;
+mod stats;
+mod store_dir;
+
+use clap::{Parser, Subcommand};
+use error::CliError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "churnfs",
+    version,
+    about = "A FUSE filesystem whose costs do not grow with history"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a new, empty filesystem in STORE_DIR (missing or empty).
+    Mkfs { store: PathBuf },
+    /// Mount the filesystem in STORE_DIR at MOUNTPOINT (an empty directory).
+    #[command(after_help = opts::MOUNT_OPTIONS_HELP)]
+    Mount {
+        store: PathBuf,
+        mountpoint: PathBuf,
+        /// Comma-separated options, as `-o key=value,flag` (listed below).
+        #[arg(short = 'o', value_name = "OPTIONS")]
+        options: Vec<String>,
+        /// Return once the mount is ready; the daemon keeps serving it.
+        #[arg(long)]
+        background: bool,
+    },
+    /// Check a store's invariants (unmounted). Exit 0 clean, 1 problems found.
+    Fsck { store: PathBuf },
+    /// Print the counters of a mounted churnfs filesystem.
+    Stats { mountpoint: PathBuf },
+}
+
+/// Default log filter: our own warnings only. The store engine's logs are off:
+/// every store
+/// error reaches the user once, as our one-line message that includes it.
+const DEFAULT_LOG: &str = "off,churnfs=warn,churnfs_engine=warn,churnfs_fuse=warn";
+
+fn main() -> ExitCode {
+    // The store's files are private to the user who mounts it.
+    // SAFETY: umask has no preconditions.
+    unsafe { libc::umask(0o077) };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CHURNFS_LOG")
+        .unwrap_or_else(|_| DEFAULT_LOG.into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| QuietStderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Mkfs { store } => store_dir::mkfs(&store),
+        Cmd::Mount {
+            store,
+            mountpoint,
+            options,
+            background,
+        } => opts::MountOpts::parse(&options)
+            .and_then(|o| mount::mount(&store, &mountpoint, o, background)),
+        Cmd::Fsck { store } => store_dir::fsck(&store),
+        Cmd::Stats { mountpoint } => stats::print(&mountpoint),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            err!("churnfs: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// stderr for the log, where a failed write (a full disk under the log file,
+/// a closed pipe) is dropped: tracing-subscriber would otherwise report it
+/// with `eprintln!`, which panics when stderr itself fails.
+struct QuietStderr;
+
+impl std::io::Write for QuietStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+pub(crate) type Result<T, E = CliError> = std::result::Result<T, E>;
+
+/// Prints a line to stdout; a failed write (closed pipe, full disk) is ignored,
+/// never a panic (`println!` would panic, and a daemon must not die of its log).
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// Like `out!`, to stderr.
+#[macro_export]
+macro_rules! err {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}

@@ -1,0 +1,150 @@
+//! `churnfs mount`: checks, the foreground daemon, and `--background`.
+
+use crate::error::CliError;
+use crate::opts::MountOpts;
+use crate::{stats, store_dir, Result};
+use churnfs_engine::Engine;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long `--background` waits for the daemon to report the mount ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn check_mountpoint(mnt: &Path) -> Result<()> {
+    let meta = std::fs::metadata(mnt)
+        .map_err(|_| CliError::BadMountpoint(mnt.into(), "mountpoint does not exist"))?;
+    if !meta.is_dir() {
+        return Err(CliError::BadMountpoint(
+            mnt.into(),
+            "mountpoint is not a directory",
+        ));
+    }
+    if stats::mounted_store(mnt).is_some() {
+        return Err(CliError::BadMountpoint(
+            mnt.into(),
+            "a churnfs filesystem is already mounted here",
+        ));
+    }
+    let mut entries = std::fs::read_dir(mnt).map_err(|e| CliError::Io(mnt.into(), e))?;
+    if entries.next().is_some() {
+        return Err(CliError::BadMountpoint(
+            mnt.into(),
+            "mountpoint is not an empty directory",
+        ));
+    }
+    Ok(())
+}
+
+pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Result<ExitCode> {
+    check_mountpoint(mnt)?;
+    let store = std::fs::canonicalize(store)
+        .map_err(|_| CliError::NotAStore(store.into(), "no such directory".into()))?;
+    if background {
+        return spawn_background(&store, mnt);
+    }
+    let _lock = store_dir::lock(&store)?;
+    let kv = store_dir::open(&store)?;
+    let mut ecfg = opts.engine.clone();
+    ecfg.statfs_path = Some(store.clone());
+    let engine = Engine::mount(kv, ecfg).map_err(|e| CliError::engine(&store, e))?;
+    let mut acfg = opts.adapter.clone();
+    acfg.fsname = store.display().to_string();
+    let mut session = churnfs_fuse::session(engine.clone(), mnt, acfg).map_err(|e| {
+        let _ = engine.shutdown();
+        CliError::Io(mnt.into(), e)
+    })?;
+    if let Err(e) = stats::serve(&store, engine.clone()) {
+        tracing::warn!("stats socket unavailable: {e}");
+    }
+    let mut unmounter = session.unmount_callable();
+    let mut signals =
+        signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+            .map_err(|e| CliError::Other(format!("cannot install signal handlers: {e}")))?;
+    std::thread::Builder::new()
+        .name("churnfs-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                tracing::info!("signal {sig}: unmounting");
+                if let Err(e) = unmounter.unmount() {
+                    crate::err!(
+                        "churnfs: unmount on signal {sig} failed: {e} (is the mount busy?)"
+                    );
+                }
+            }
+        })
+        .map_err(|e| CliError::Other(format!("cannot start signal thread: {e}")))?;
+    let served = session.run();
+    let _ = std::fs::remove_file(store_dir::sock_path(&store));
+    let committed = engine.shutdown();
+    if let Err(e) = served {
+        return Err(CliError::Io(mnt.into(), e));
+    }
+    committed.map_err(|e| CliError::engine(&store, e))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the same command in the foreground as a detached child and waits
+/// until the mount is ready or the child fails (its error line is shown).
+fn spawn_background(store: &Path, mnt: &Path) -> Result<ExitCode> {
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::Other(format!("cannot find own executable: {e}")))?;
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--background")
+        .collect();
+    let log = store_dir::log_path(store);
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&log)
+        .map_err(|e| CliError::Io(log.clone(), e))?;
+    let mut cmd = Command::new(exe);
+    cmd.args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file);
+    // SAFETY: setsid is async-signal-safe and runs in the child before exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| CliError::Other(format!("cannot start the daemon: {e}")))?;
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let line = text
+                .lines()
+                .rev()
+                .find(|l| l.starts_with("churnfs: "))
+                .unwrap_or("churnfs: daemon exited");
+            crate::err!("{line}");
+            return Ok(ExitCode::from(
+                status.code().unwrap_or(1).clamp(1, 255) as u8
+            ));
+        }
+        if stats::mounted_store(mnt).is_some() {
+            crate::out!(
+                "churnfs: mounted {} at {} (daemon pid {})",
+                store.display(),
+                mnt.display(),
+                child.id()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        if start.elapsed() > READY_TIMEOUT {
+            return Err(CliError::Other(format!(
+                "daemon pid {} did not mount within {READY_TIMEOUT:?}",
+                child.id()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,348 @@
+//! data: file contents. Files up to `INLINE_MAX` bytes keep their bytes in
+//! the inode record (in memory: `blocks[0]`); larger files are split into
+//! `BLOCK_SIZE` blocks, one store key each, a missing block or tail reading
+//! as zeros.
+//!
+//! Invariants (asserted in debug builds):
+//! - no cached block holds bytes at or beyond the file size;
+//! - a file larger than `INLINE_MAX` caches only dirty blocks (clean blocks
+//!   are read from the store, whose own cache is bounded);
+//! - a file no larger than `INLINE_MAX` has no block items to write except
+//!   deletions of keys it had while it was larger.
+
+use crate::error::{EngineError, Result};
+use crate::format::{self, Xattrs, BLOCK_SIZE, INLINE_MAX, MAX_FILE_SIZE};
+use crate::fs::{Engine, State};
+use crate::journal::Item;
+use crate::stats::Stats;
+use crate::types::{falloc, BlockNo, FileKind, Ino, Timespec};
+
+impl State {
+    /// The block's bytes, from the cache or the store (empty = hole).
+    fn block_bytes(&mut self, ino: Ino, n: u64) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if let Some(b) = i.blocks.get(&n) {
+            return Ok(b.clone());
+        }
+        if i.rec.size <= INLINE_MAX || n * BLOCK_SIZE >= i.rec.size {
+            return Ok(Vec::new());
+        }
+        Stats::inc(&self.stats.store_gets);
+        match self.store.get(&format::block_key(ino, BlockNo(n)))? {
+            Some(b) => {
+                format::validate_block(ino, &b)?;
+                Ok(b)
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Caches block `n` for change and returns it.
+    fn block_mut(&mut self, ino: Ino, n: u64) -> Result<&mut Vec<u8>> {
+        let cached = self.inode(ino)?.blocks.contains_key(&n);
+        if !cached {
+            let b = self.block_bytes(ino, n)?;
+            self.inode(ino)?.blocks.insert(n, b);
+        }
+        Ok(self
+            .inode(ino)?
+            .blocks
+            .get_mut(&n)
+            .expect("block just cached"))
+    }
+
+    /// Marks block `n` for writing, if the file is large enough to have blocks.
+    fn dirty_block(&mut self, ino: Ino, n: u64) -> Result<()> {
+        if self.inode(ino)?.rec.size > INLINE_MAX {
+            self.dirty.add(Item::Block(ino, n), &self.stats);
+        }
+        Ok(())
+    }
+
+    /// Sets the size; when the file crosses `INLINE_MAX` upwards, its inline
+    /// bytes become block 0.
+    fn set_size(&mut self, ino: Ino, size: u64) -> Result<()> {
+        let i = self.inode(ino)?;
+        let old = i.rec.size;
+        i.rec.size = size;
+        let has0 = i.blocks.contains_key(&0);
+        if old <= INLINE_MAX && size > INLINE_MAX && has0 {
+            self.dirty.add(Item::Block(ino, 0), &self.stats);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read(&mut self, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        match i.rec.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(EngineError::IsDir),
+            _ => return Err(EngineError::Invalid("read of a special file")),
+        }
+        let size = i.rec.size;
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let end = size.min(offset + len as u64);
+        let mut out = vec![0u8; (end - offset) as usize];
+        let mut pos = offset;
+        while pos < end {
+            let n = pos / BLOCK_SIZE;
+            let in_block = (pos % BLOCK_SIZE) as usize;
+            let take = ((BLOCK_SIZE - pos % BLOCK_SIZE).min(end - pos)) as usize;
+            let b = self.block_bytes(ino, n)?;
+            let dst = &mut out[(pos - offset) as usize..][..take];
+            if in_block < b.len() {
+                let avail = (b.len() - in_block).min(take);
+                dst[..avail].copy_from_slice(&b[in_block..in_block + avail]);
+            }
+            pos += take as u64;
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn write(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
+        let i = self.inode(ino)?;
+        match i.rec.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(EngineError::IsDir),
+            _ => return Err(EngineError::Invalid("write to a special file")),
+        }
+        // A write of zero bytes changes nothing, not even the size (write(2)).
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = offset
+            .checked_add(data.len() as u64)
+            .ok_or(EngineError::FileTooBig)?;
+        if end > MAX_FILE_SIZE {
+            return Err(EngineError::FileTooBig);
+        }
+        let old_size = i.rec.size;
+        if end > old_size {
+            self.set_size(ino, end)?;
+        }
+        let mut pos = offset;
+        while pos < end {
+            let n = pos / BLOCK_SIZE;
+            let in_block = (pos % BLOCK_SIZE) as usize;
+            let take = ((BLOCK_SIZE - pos % BLOCK_SIZE).min(end - pos)) as usize;
+            let src = &data[(pos - offset) as usize..][..take];
+            // A block wholly overwritten, or past the old end, needs no read.
+            let whole = in_block == 0 && take as u64 == BLOCK_SIZE;
+            if (whole || n * BLOCK_SIZE >= old_size) && !self.inode(ino)?.blocks.contains_key(&n) {
+                self.inode(ino)?
+                    .blocks
+                    .insert(n, Vec::with_capacity(in_block + take));
+            }
+            let b = self.block_mut(ino, n)?;
+            if b.len() < in_block + take {
+                b.resize(in_block + take, 0);
+            }
+            b[in_block..in_block + take].copy_from_slice(src);
+            self.dirty_block(ino, n)?;
+            pos += take as u64;
+        }
+        let now = Timespec::now();
+        let i = self.inode(ino)?;
+        i.rec.mtime = now;
+        i.rec.ctime = now;
+        self.dirty_inode(ino);
+        Ok(data.len() as u32)
+    }
+
+    /// Changes the size; bytes past a shrink are gone for good, so an
+    /// extension after it reads zeros.
+    pub(crate) fn truncate(&mut self, ino: Ino, size: u64) -> Result<()> {
+        let old = self.inode(ino)?.rec.size;
+        if size >= old {
+            self.set_size(ino, size)?;
+            self.dirty_inode(ino);
+            return Ok(());
+        }
+        // Blocks wholly past the new end become holes (deleted at commit).
+        let first_gone = size.div_ceil(BLOCK_SIZE);
+        let mut gone: Vec<u64> = self
+            .inode(ino)?
+            .blocks
+            .range(first_gone..)
+            .map(|(n, _)| *n)
+            .collect();
+        if old > INLINE_MAX {
+            let prefix = format::block_prefix(ino);
+            let mut start = format::block_key(ino, BlockNo(first_gone));
+            loop {
+                Stats::inc(&self.stats.store_scans);
+                let page = self.store.scan(&prefix, &start, 1024)?;
+                for (k, _) in &page {
+                    if let format::Key::Block(_, n) = format::decode_key(k)? {
+                        gone.push(n.0);
+                    }
+                }
+                match page.last() {
+                    Some((k, _)) if page.len() == 1024 => {
+                        start = k.clone();
+                        start.push(0);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        // The block holding the new end keeps only bytes before it.
+        // Block items only matter for a file that had block keys (it was
+        // larger than INLINE_MAX); a small file changes in memory only.
+        let had_blocks = old > INLINE_MAX;
+        let tail = size % BLOCK_SIZE;
+        if tail != 0 {
+            let n = size / BLOCK_SIZE;
+            let b = self.block_mut(ino, n)?;
+            b.truncate(tail as usize);
+            if had_blocks {
+                self.dirty.add(Item::Block(ino, n), &self.stats);
+            }
+        }
+        if size <= INLINE_MAX && old > INLINE_MAX {
+            // Block 0 moves inline; its key is deleted at commit.
+            if tail == 0 && size > 0 {
+                self.block_mut(ino, 0)?;
+            }
+            self.dirty.add(Item::Block(ino, 0), &self.stats);
+        }
+        let i = self.inode(ino)?;
+        for n in &gone {
+            i.blocks.insert(*n, Vec::new());
+        }
+        if had_blocks {
+            for n in gone {
+                self.dirty.add(Item::Block(ino, n), &self.stats);
+            }
+        }
+        let i = self.inode(ino)?;
+        i.rec.size = size;
+        if size == 0 {
+            i.blocks.retain(|_, b| b.is_empty());
+        }
+        debug_assert!(i
+            .blocks
+            .iter()
+            .all(|(n, b)| b.is_empty() || n * BLOCK_SIZE + b.len() as u64 <= size));
+        self.dirty_inode(ino);
+        Ok(())
+    }
+
+    /// Zeroes `[offset, end)` of the existing bytes (holes are already zero).
+    fn zero_range(&mut self, ino: Ino, offset: u64, end: u64) -> Result<()> {
+        let mut pos = offset;
+        while pos < end {
+            let n = pos / BLOCK_SIZE;
+            let in_block = (pos % BLOCK_SIZE) as usize;
+            let take = ((BLOCK_SIZE - pos % BLOCK_SIZE).min(end - pos)) as usize;
+            let b = self.block_mut(ino, n)?;
+            if in_block == 0 && take as u64 == BLOCK_SIZE {
+                b.clear();
+            } else if in_block < b.len() {
+                let stop = (in_block + take).min(b.len());
+                b[in_block..stop].fill(0);
+            }
+            self.dirty_block(ino, n)?;
+            pos += take as u64;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn xattrs(&mut self, ino: Ino) -> Result<&mut Xattrs> {
+        let i = self.inode(ino)?;
+        if i.xattrs.is_none() {
+            let x = if i.rec.has_xattrs {
+                Stats::inc(&self.stats.store_gets);
+                match self.store.get(&format::xattr_key(ino))? {
+                    Some(b) => format::decode_xattrs(ino, &b)?,
+                    None => {
+                        return Err(EngineError::corrupt(
+                            Some(ino),
+                            "xattr flag set but no xattr record",
+                        ))
+                    }
+                }
+            } else {
+                Xattrs::new()
+            };
+            self.inode(ino)?.xattrs = Some(x);
+        }
+        Ok(self
+            .inode(ino)?
+            .xattrs
+            .as_mut()
+            .expect("xattrs just loaded"))
+    }
+
+    pub(crate) fn xattrs_changed(&mut self, ino: Ino) -> Result<()> {
+        let i = self.inode(ino)?;
+        i.rec.has_xattrs = i.xattrs.as_ref().is_some_and(|x| !x.is_empty());
+        i.rec.ctime = Timespec::now();
+        self.dirty.add(Item::Xattr(ino), &self.stats);
+        self.dirty_inode(ino);
+        Ok(())
+    }
+}
+
+impl Engine {
+    pub fn read(&self, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>> {
+        self.lock()?.read(ino, offset, len)
+    }
+
+    pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
+        let n = self.lock()?.write(ino, offset, data)?;
+        self.throttle()?;
+        Ok(n)
+    }
+
+    pub fn fallocate(&self, ino: Ino, offset: u64, len: u64, mode: i32) -> Result<()> {
+        if len == 0 {
+            return Err(EngineError::Invalid("fallocate of zero bytes"));
+        }
+        let end = offset.checked_add(len).ok_or(EngineError::FileTooBig)?;
+        if end > MAX_FILE_SIZE {
+            return Err(EngineError::FileTooBig);
+        }
+        let keep = mode & falloc::KEEP_SIZE != 0;
+        let mut s = self.lock()?;
+        let i = s.inode(ino)?;
+        match i.rec.kind {
+            FileKind::Regular => {}
+            FileKind::Directory => return Err(EngineError::IsDir),
+            _ => return Err(EngineError::NotSupported),
+        }
+        let size = i.rec.size;
+        match mode & !falloc::KEEP_SIZE {
+            0 => {}
+            falloc::PUNCH_HOLE if keep => s.zero_range(ino, offset.min(size), end.min(size))?,
+            falloc::ZERO_RANGE => s.zero_range(ino, offset.min(size), end.min(size))?,
+            falloc::PUNCH_HOLE => return Err(EngineError::Invalid("punch hole without keep size")),
+            _ => return Err(EngineError::NotSupported),
+        }
+        if !keep && end > size {
+            s.truncate(ino, end)?;
+        }
+        let now = Timespec::now();
+        let i = s.inode(ino)?;
+        if mode != falloc::KEEP_SIZE {
+            i.rec.mtime = now;
+        }
+        i.rec.ctime = now;
+        s.dirty_inode(ino);
+        Ok(())
+    }
+
+    /// SEEK_DATA / SEEK_HOLE: the whole file counts as data (holes are optional).
+    pub fn lseek(&self, ino: Ino, offset: u64, whence: i32) -> Result<u64> {
+        let mut s = self.lock()?;
+        let size = s.inode(ino)?.rec.size;
+        match whence {
+            libc::SEEK_DATA if offset < size => Ok(offset),
+            libc::SEEK_HOLE if offset < size => Ok(size),
+            libc::SEEK_DATA | libc::SEEK_HOLE => Err(EngineError::NoSuchOffset),
+            _ => Err(EngineError::Invalid("lseek whence")),
+        }
+    }
+}

@@ -1,0 +1,923 @@
+//! The engine: namespace and file operations over the in-core caches.
+//!
+//! Lock order (the only locks the engine takes, outermost first):
+//!   1. `Engine::commit` (`CommitCtl`): one commit at a time;
+//!   2. `Engine::state` (`State`): every cache, list and inode.
+//!
+//! Operations take only `state`. The journal takes `commit`, then `state` to
+//! drain the dirty list and apply the batch, releases `state`, then syncs.
+//! Nothing calls into the store's sync while holding `state`.
+
+use crate::dcache::{Child, DCache, Known};
+use crate::error::{EngineError, Result};
+use crate::format::{self, InodeRecord, Superblock, NAME_MAX};
+use crate::icache::{ICache, Inode};
+use crate::journal::{CommitCtl, DirtyList, Item};
+use crate::stats::Stats;
+use crate::store::KvStore;
+use crate::types::*;
+use crate::unlinked::Unlinked;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Largest link count of a file or directory.
+pub const LINK_MAX: u32 = 65_000;
+
+/// Tunables, with the defaults `churnfs mount --help` lists.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub commit_interval_ms: u64,
+    pub inodes_max: usize,
+    pub dentries_max: usize,
+    pub negative_entries_max: usize,
+    pub dirty_bytes_max: u64,
+    /// Directory whose filesystem statfs reports (the store's).
+    pub statfs_path: Option<PathBuf>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> EngineConfig {
+        EngineConfig {
+            commit_interval_ms: 5_000,
+            inodes_max: 100_000,
+            dentries_max: 200_000,
+            negative_entries_max: 10_000,
+            dirty_bytes_max: 256 << 20,
+            statfs_path: None,
+        }
+    }
+}
+
+/// What a new inode is made of.
+pub(crate) struct NewInode<'a> {
+    pub kind: FileKind,
+    pub mode: u32,
+    pub rdev: u32,
+    pub target: Option<&'a [u8]>,
+}
+
+/// Everything guarded by the state lock.
+pub struct State {
+    pub(crate) icache: ICache,
+    pub(crate) dcache: DCache,
+    pub(crate) dirty: DirtyList,
+    pub(crate) unlinked: Unlinked,
+    pub(crate) next_ino: u64,
+    pub(crate) stored_next_ino: u64,
+    pub(crate) sb: Superblock,
+    /// Number of the last drained commit.
+    pub(crate) drained: u64,
+    pub(crate) store: Arc<dyn KvStore>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) dirty_bytes_max: u64,
+}
+
+pub struct Engine {
+    pub(crate) state: Mutex<State>,
+    pub(crate) commit: Mutex<CommitCtl>,
+    pub(crate) store: Arc<dyn KvStore>,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) stopped: AtomicBool,
+    pub(crate) next_fh: AtomicU64,
+    pub(crate) cfg: EngineConfig,
+    pub(crate) wake: (Mutex<bool>, Condvar),
+    pub(crate) committer: Mutex<Option<JoinHandle<()>>>,
+}
+
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(EngineError::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(EngineError::Invalid("bad name"));
+    }
+    if name == b"." || name == b".." {
+        return Err(EngineError::Invalid("name is . or .."));
+    }
+    Ok(())
+}
+
+impl State {
+    // ---- inodes ----------------------------------------------------------
+
+    /// The inode, loading it from the store on a miss. Freed inodes are gone.
+    pub(crate) fn inode(&mut self, ino: Ino) -> Result<&mut Inode> {
+        if self.icache.peek(ino).is_none() {
+            Stats::inc(&self.stats.icache_misses);
+            Stats::inc(&self.stats.store_gets);
+            let Some(bytes) = self.store.get(&format::inode_key(ino))? else {
+                return Err(EngineError::NotFound);
+            };
+            let mut rec = InodeRecord::decode(ino, &bytes)?;
+            let mut inode_blocks = std::collections::BTreeMap::new();
+            if rec.kind == FileKind::Regular {
+                if let Some(data) = rec.extra.take() {
+                    if !data.is_empty() {
+                        inode_blocks.insert(0, data);
+                    }
+                }
+            }
+            let mut inode = Inode::new(rec, true);
+            inode.blocks = inode_blocks;
+            inode.unlinked_on_store = inode.rec.nlink == 0;
+            // No eviction here: an operation may hold changes to inodes it
+            // loaded earlier that are not dirty yet. `Engine::lock` shrinks
+            // the cache between operations instead.
+            self.icache.insert(ino, inode);
+        }
+        match self.icache.get(ino, &self.stats) {
+            Some(i) if !i.freed => Ok(i),
+            _ => Err(EngineError::NotFound),
+        }
+    }
+
+    pub(crate) fn dir(&mut self, ino: Ino) -> Result<&mut Inode> {
+        let i = self.inode(ino)?;
+        if i.rec.kind != FileKind::Directory {
+            return Err(EngineError::NotDir);
+        }
+        if i.rec.nlink == 0 {
+            return Err(EngineError::NotFound);
+        }
+        Ok(i)
+    }
+
+    /// Puts an inode on the dirty list (pinning it).
+    pub(crate) fn dirty_inode(&mut self, ino: Ino) {
+        if let Some(i) = self.icache.peek_mut(ino) {
+            if !i.dirty {
+                i.dirty = true;
+                self.icache.repin(ino);
+            }
+            self.dirty.add(Item::Inode(ino), &self.stats);
+        } else {
+            panic!("dirtying {ino} that is not in the icache");
+        }
+    }
+
+    pub(crate) fn touch_dir(&mut self, dir: Ino, now: Timespec) -> Result<()> {
+        let d = self.inode(dir)?;
+        d.rec.mtime = now;
+        d.rec.ctime = now;
+        self.dirty_inode(dir);
+        Ok(())
+    }
+
+    pub(crate) fn alloc_ino(&mut self) -> Ino {
+        let ino = Ino(self.next_ino);
+        self.next_ino += 1;
+        ino
+    }
+
+    /// Frees the inode if nothing references it any more, or files it in
+    /// `unlinked` if only handles or kernel references keep it.
+    pub(crate) fn settle(&mut self, ino: Ino) {
+        let refs = self.icache.refs(ino);
+        let Some(i) = self.icache.peek_mut(ino) else {
+            return;
+        };
+        if i.rec.nlink > 0 || i.freed {
+            return;
+        }
+        if i.opens > 0 || refs > 0 {
+            self.unlinked.insert(ino);
+        } else {
+            i.freed = true;
+            i.blocks.clear();
+            self.unlinked.remove(ino);
+            Stats::inc(&self.stats.unlinked_freed);
+            self.dirty_inode(ino);
+        }
+        Stats::set(&self.stats.unlinked_inodes, self.unlinked.len() as u64);
+    }
+
+    // ---- names -----------------------------------------------------------
+
+    /// The child named `name` in `dir` and whether the store holds the name.
+    pub(crate) fn find(&mut self, dir: Ino, name: &[u8]) -> Result<(Option<Child>, bool)> {
+        let hash = format::dir_hash(name);
+        if let Known::Yes { child, stored } = self.dcache.lookup(dir, hash, name, &self.stats) {
+            return Ok((child, stored));
+        }
+        Stats::inc(&self.stats.store_gets);
+        let child = match self.store.get(&format::dentry_key(dir, hash, name))? {
+            Some(v) => Some(format::decode_dentry(dir, &v)?),
+            None => None,
+        };
+        self.dcache.fill(dir, name, child, &self.stats);
+        Ok((child, child.is_some()))
+    }
+
+    pub(crate) fn set_name(&mut self, dir: Ino, name: &[u8], child: Option<Child>, stored: bool) {
+        let hash = format::dir_hash(name);
+        self.dcache.set(dir, hash, name, child, stored);
+        self.dirty
+            .add(Item::Dentry(dir, hash, name.to_vec()), &self.stats);
+    }
+
+    /// Creates a new inode of `kind` named `name` in `parent`.
+    fn make(&mut self, ctx: Ctx, parent: Ino, name: &[u8], new: NewInode<'_>) -> Result<Attr> {
+        let NewInode {
+            kind,
+            mode,
+            rdev,
+            target,
+        } = new;
+        check_name(name)?;
+        let now = Timespec::now();
+        let (pgid, psetgid, pnlink) = {
+            let p = self.dir(parent)?;
+            (
+                p.rec.gid,
+                p.rec.perm & libc::S_ISGID as u16 != 0,
+                p.rec.nlink,
+            )
+        };
+        let (existing, stored) = self.find(parent, name)?;
+        if existing.is_some() {
+            return Err(EngineError::Exists);
+        }
+        if kind == FileKind::Directory && pnlink >= LINK_MAX {
+            return Err(EngineError::TooManyLinks);
+        }
+        let mut perm = (mode & 0o7777) as u16;
+        let gid = if psetgid { pgid } else { ctx.gid };
+        if kind == FileKind::Directory && psetgid {
+            perm |= libc::S_ISGID as u16;
+        }
+        let ino = self.alloc_ino();
+        let rec = InodeRecord {
+            kind,
+            perm,
+            nlink: if kind == FileKind::Directory { 2 } else { 1 },
+            uid: ctx.uid,
+            gid,
+            size: target.map(|t| t.len() as u64).unwrap_or(0),
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev,
+            parent: if kind == FileKind::Directory {
+                parent
+            } else {
+                Ino(0)
+            },
+            entries: 0,
+            has_xattrs: false,
+            extra: target.map(|t| t.to_vec()),
+        };
+        self.icache.insert(ino, Inode::new(rec, false));
+        self.dirty_inode(ino);
+        self.set_name(parent, name, Some((ino, kind)), stored);
+        let p = self.inode(parent)?;
+        p.rec.entries += 1;
+        if kind == FileKind::Directory {
+            p.rec.nlink += 1;
+        }
+        self.touch_dir(parent, now)?;
+        self.icache.hold(ino);
+        let attr = self.inode(ino)?.attr(ino);
+        self.icache.shrink(&self.stats);
+        Ok(attr)
+    }
+
+    /// Drops one name of `child` (already removed from its directory).
+    fn drop_link(&mut self, child: Ino, now: Timespec) -> Result<()> {
+        let i = self.inode(child)?;
+        assert!(
+            i.rec.nlink > 0,
+            "{child}: dropping a link of an inode with none"
+        );
+        if i.rec.kind == FileKind::Directory {
+            i.rec.nlink = 0;
+        } else {
+            i.rec.nlink -= 1;
+        }
+        i.rec.ctime = now;
+        self.dirty_inode(child);
+        self.settle(child);
+        Ok(())
+    }
+
+    /// Is `anc` an ancestor of (or equal to) directory `dir`?
+    fn is_ancestor(&mut self, anc: Ino, mut dir: Ino) -> Result<bool> {
+        let mut steps = 0u32;
+        loop {
+            if dir == anc {
+                return Ok(true);
+            }
+            if dir == Ino::ROOT {
+                return Ok(false);
+            }
+            dir = self.inode(dir)?.rec.parent;
+            steps += 1;
+            if steps > 1_000_000 {
+                return Err(EngineError::corrupt(
+                    Some(dir),
+                    "directory parent chain loops",
+                ));
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Takes the state lock for one operation. Idle inodes are evicted here,
+    /// before the operation starts, never while it runs: an inode the
+    /// operation changed but has not dirtied yet must not be dropped under it.
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, State>> {
+        if self.stopped.load(Ordering::Acquire) {
+            return Err(EngineError::Stopped);
+        }
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.icache.shrink(&self.stats);
+        Ok(s)
+    }
+
+    pub fn stats(&self) -> Vec<(&'static str, u64)> {
+        self.stats.snapshot()
+    }
+
+    pub fn stats_handle(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    // ---- namespace -------------------------------------------------------
+
+    /// Looks a name up and takes one kernel reference on the child.
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        if name.len() > NAME_MAX {
+            return Err(EngineError::NameTooLong);
+        }
+        let mut s = self.lock()?;
+        if name == b"." || name == b".." {
+            let p = s.dir(parent)?;
+            let ino = if name == b"." { parent } else { p.rec.parent };
+            let attr = s.inode(ino)?.attr(ino);
+            s.icache.hold(ino);
+            return Ok(attr);
+        }
+        s.dir(parent)?;
+        let (child, _) = s.find(parent, name)?;
+        let (ino, _) = child.ok_or(EngineError::NotFound)?;
+        let attr = s.inode(ino)?.attr(ino);
+        s.icache.hold(ino);
+        Ok(attr)
+    }
+
+    /// The kernel dropped `n` references (FORGET).
+    pub fn forget(&self, ino: Ino, n: u64) {
+        let Ok(mut s) = self.lock() else { return };
+        if s.icache.release(ino, n) == 0 {
+            s.settle(ino);
+            s.icache.repin(ino);
+        }
+        s.icache.publish(&s.stats.clone());
+    }
+
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let mut s = self.lock()?;
+        Ok(s.inode(ino)?.attr(ino))
+    }
+
+    pub fn setattr(&self, ino: Ino, set: SetAttr) -> Result<Attr> {
+        let now = Timespec::now();
+        let mut s = self.lock()?;
+        let kind = s.inode(ino)?.rec.kind;
+        if let Some(size) = set.size {
+            match kind {
+                FileKind::Regular => {}
+                FileKind::Directory => return Err(EngineError::IsDir),
+                _ => return Err(EngineError::Invalid("truncate of a special file")),
+            }
+            if size > format::MAX_FILE_SIZE {
+                return Err(EngineError::FileTooBig);
+            }
+            s.truncate(ino, size)?;
+        }
+        let i = s.inode(ino)?;
+        if let Some(mode) = set.mode {
+            i.rec.perm = (mode & 0o7777) as u16;
+        }
+        if let Some(uid) = set.uid {
+            i.rec.uid = uid;
+        }
+        if let Some(gid) = set.gid {
+            i.rec.gid = gid;
+        }
+        let resolve = |t: SetTime| match t {
+            SetTime::Now => now,
+            SetTime::At(t) => t,
+        };
+        if let Some(t) = set.atime {
+            i.rec.atime = resolve(t);
+        }
+        if let Some(t) = set.mtime {
+            i.rec.mtime = resolve(t);
+        } else if set.size.is_some() {
+            i.rec.mtime = now;
+        }
+        i.rec.ctime = set.ctime.unwrap_or(now);
+        let attr = i.attr(ino);
+        s.dirty_inode(ino);
+        drop(s);
+        self.throttle()?;
+        Ok(attr)
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        let mut s = self.lock()?;
+        let i = s.inode(ino)?;
+        match (&i.rec.kind, &i.rec.extra) {
+            (FileKind::Symlink, Some(t)) => Ok(t.clone()),
+            _ => Err(EngineError::Invalid("not a symlink")),
+        }
+    }
+
+    pub fn mknod(&self, ctx: Ctx, parent: Ino, name: &[u8], mode: u32, rdev: u32) -> Result<Attr> {
+        let kind = FileKind::from_mode(mode).ok_or(EngineError::Invalid("unknown file type"))?;
+        if matches!(kind, FileKind::Directory | FileKind::Symlink) {
+            return Err(EngineError::Invalid("mknod of a directory or symlink"));
+        }
+        let rdev = if matches!(kind, FileKind::CharDevice | FileKind::BlockDevice) {
+            rdev
+        } else {
+            0
+        };
+        self.lock()?.make(
+            ctx,
+            parent,
+            name,
+            NewInode {
+                kind,
+                mode,
+                rdev,
+                target: None,
+            },
+        )
+    }
+
+    pub fn mkdir(&self, ctx: Ctx, parent: Ino, name: &[u8], mode: u32) -> Result<Attr> {
+        self.lock()?.make(
+            ctx,
+            parent,
+            name,
+            NewInode {
+                kind: FileKind::Directory,
+                mode,
+                rdev: 0,
+                target: None,
+            },
+        )
+    }
+
+    pub fn symlink(&self, ctx: Ctx, parent: Ino, name: &[u8], target: &[u8]) -> Result<Attr> {
+        if target.is_empty() {
+            return Err(EngineError::NotFound);
+        }
+        if target.len() > format::SYMLINK_MAX {
+            return Err(EngineError::NameTooLong);
+        }
+        self.lock()?.make(
+            ctx,
+            parent,
+            name,
+            NewInode {
+                kind: FileKind::Symlink,
+                mode: 0o777,
+                rdev: 0,
+                target: Some(target),
+            },
+        )
+    }
+
+    pub fn create(&self, ctx: Ctx, parent: Ino, name: &[u8], mode: u32) -> Result<(Attr, Fh)> {
+        let mut s = self.lock()?;
+        let attr = s.make(
+            ctx,
+            parent,
+            name,
+            NewInode {
+                kind: FileKind::Regular,
+                mode,
+                rdev: 0,
+                target: None,
+            },
+        )?;
+        let i = s.inode(attr.ino)?;
+        i.opens += 1;
+        s.icache.repin(attr.ino);
+        Stats::inc(&self.stats.open_handles);
+        Ok((attr, Fh(self.next_fh.fetch_add(1, Ordering::Relaxed))))
+    }
+
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let now = Timespec::now();
+        let mut s = self.lock()?;
+        s.dir(parent)?;
+        let (child, stored) = s.find(parent, name)?;
+        let (ino, kind) = child.ok_or(EngineError::NotFound)?;
+        if kind == FileKind::Directory {
+            return Err(EngineError::IsDir);
+        }
+        s.set_name(parent, name, None, stored);
+        s.inode(parent)?.rec.entries -= 1;
+        s.touch_dir(parent, now)?;
+        s.drop_link(ino, now)
+    }
+
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        if name == b"." {
+            return Err(EngineError::Invalid("rmdir of ."));
+        }
+        if name == b".." {
+            return Err(EngineError::NotEmpty);
+        }
+        check_name(name)?;
+        let now = Timespec::now();
+        let mut s = self.lock()?;
+        s.dir(parent)?;
+        let (child, stored) = s.find(parent, name)?;
+        let (ino, kind) = child.ok_or(EngineError::NotFound)?;
+        if kind != FileKind::Directory {
+            return Err(EngineError::NotDir);
+        }
+        if s.inode(ino)?.rec.entries != 0 {
+            return Err(EngineError::NotEmpty);
+        }
+        s.set_name(parent, name, None, stored);
+        let p = s.inode(parent)?;
+        p.rec.entries -= 1;
+        p.rec.nlink -= 1;
+        s.touch_dir(parent, now)?;
+        s.drop_link(ino, now)
+    }
+
+    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        check_name(newname)?;
+        let now = Timespec::now();
+        let mut s = self.lock()?;
+        let i = s.inode(ino)?;
+        if i.rec.kind == FileKind::Directory {
+            return Err(EngineError::Perm);
+        }
+        if i.rec.nlink >= LINK_MAX {
+            return Err(EngineError::TooManyLinks);
+        }
+        let kind = i.rec.kind;
+        s.dir(newparent)?;
+        let (existing, stored) = s.find(newparent, newname)?;
+        if existing.is_some() {
+            return Err(EngineError::Exists);
+        }
+        let i = s.inode(ino)?;
+        i.rec.nlink += 1;
+        i.rec.ctime = now;
+        if i.rec.nlink == 1 {
+            s.unlinked.remove(ino);
+        }
+        s.dirty_inode(ino);
+        s.set_name(newparent, newname, Some((ino, kind)), stored);
+        s.inode(newparent)?.rec.entries += 1;
+        s.touch_dir(newparent, now)?;
+        s.icache.hold(ino);
+        Ok(s.inode(ino)?.attr(ino))
+    }
+
+    pub fn rename(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        check_name(name)?;
+        check_name(newname)?;
+        if flags.exchange && flags.noreplace {
+            return Err(EngineError::Invalid(
+                "RENAME_EXCHANGE with RENAME_NOREPLACE",
+            ));
+        }
+        let now = Timespec::now();
+        let mut s = self.lock()?;
+        s.dir(parent)?;
+        s.dir(newparent)?;
+        let (src, src_stored) = s.find(parent, name)?;
+        let (sino, skind) = src.ok_or(EngineError::NotFound)?;
+        let (dst, dst_stored) = s.find(newparent, newname)?;
+        if flags.exchange {
+            let (dino, dkind) = dst.ok_or(EngineError::NotFound)?;
+            if sino == dino {
+                return Ok(());
+            }
+            if parent != newparent {
+                if skind == FileKind::Directory && s.is_ancestor(sino, newparent)? {
+                    return Err(EngineError::Invalid("directory moved into itself"));
+                }
+                if dkind == FileKind::Directory && s.is_ancestor(dino, parent)? {
+                    return Err(EngineError::Invalid("directory moved into itself"));
+                }
+            }
+            s.set_name(parent, name, Some((dino, dkind)), src_stored);
+            s.set_name(newparent, newname, Some((sino, skind)), dst_stored);
+            if parent != newparent {
+                let sdir = (skind == FileKind::Directory) as u32;
+                let ddir = (dkind == FileKind::Directory) as u32;
+                let p = s.inode(parent)?;
+                p.rec.nlink = p.rec.nlink + ddir - sdir;
+                let np = s.inode(newparent)?;
+                np.rec.nlink = np.rec.nlink + sdir - ddir;
+                if sdir == 1 {
+                    s.inode(sino)?.rec.parent = newparent;
+                }
+                if ddir == 1 {
+                    s.inode(dino)?.rec.parent = parent;
+                }
+            }
+            for ino in [sino, dino] {
+                s.inode(ino)?.rec.ctime = now;
+                s.dirty_inode(ino);
+            }
+            s.touch_dir(parent, now)?;
+            s.touch_dir(newparent, now)?;
+            return Ok(());
+        }
+        if let Some((dino, dkind)) = dst {
+            if flags.noreplace {
+                return Err(EngineError::Exists);
+            }
+            if dino == sino {
+                return Ok(());
+            }
+            match (skind == FileKind::Directory, dkind == FileKind::Directory) {
+                (true, false) => return Err(EngineError::NotDir),
+                (false, true) => return Err(EngineError::IsDir),
+                (true, true) if s.inode(dino)?.rec.entries != 0 => {
+                    return Err(EngineError::NotEmpty)
+                }
+                _ => {}
+            }
+        }
+        if skind == FileKind::Directory && parent != newparent && s.is_ancestor(sino, newparent)? {
+            return Err(EngineError::Invalid("directory moved into itself"));
+        }
+        // The move itself.
+        s.set_name(parent, name, None, src_stored);
+        s.set_name(newparent, newname, Some((sino, skind)), dst_stored);
+        s.inode(parent)?.rec.entries -= 1;
+        if let Some((dino, dkind)) = dst {
+            if dkind == FileKind::Directory {
+                s.inode(newparent)?.rec.nlink -= 1;
+            }
+            s.drop_link(dino, now)?;
+        } else {
+            s.inode(newparent)?.rec.entries += 1;
+        }
+        if skind == FileKind::Directory && parent != newparent {
+            s.inode(parent)?.rec.nlink -= 1;
+            s.inode(newparent)?.rec.nlink += 1;
+            s.inode(sino)?.rec.parent = newparent;
+        }
+        s.inode(sino)?.rec.ctime = now;
+        s.dirty_inode(sino);
+        s.touch_dir(parent, now)?;
+        if newparent != parent {
+            s.touch_dir(newparent, now)?;
+        }
+        Ok(())
+    }
+
+    // ---- handles ---------------------------------------------------------
+
+    pub fn open(&self, ino: Ino) -> Result<Fh> {
+        let mut s = self.lock()?;
+        let i = s.inode(ino)?;
+        if i.rec.kind == FileKind::Directory {
+            return Err(EngineError::IsDir);
+        }
+        i.opens += 1;
+        s.icache.repin(ino);
+        Stats::inc(&self.stats.open_handles);
+        Ok(Fh(self.next_fh.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    pub fn release(&self, ino: Ino) -> Result<()> {
+        let mut s = self.lock()?;
+        let i = s.icache.peek_mut(ino).ok_or(EngineError::NotFound)?;
+        assert!(i.opens > 0, "{ino}: release without an open handle");
+        i.opens -= 1;
+        self.stats.open_handles.fetch_sub(1, Ordering::Relaxed);
+        if i.opens == 0 {
+            s.settle(ino);
+            s.icache.repin(ino);
+            s.icache.shrink(&self.stats);
+        }
+        Ok(())
+    }
+
+    pub fn opendir(&self, ino: Ino) -> Result<Fh> {
+        let mut s = self.lock()?;
+        s.dir(ino)?;
+        Ok(Fh(self.next_fh.fetch_add(1, Ordering::Relaxed)))
+    }
+
+    /// Lists `dir` from cookie `offset`. `emit` returns false when the
+    /// caller's buffer is full; that entry is then not counted as returned.
+    /// With `plus`, every returned entry but `.` and `..` takes a kernel reference.
+    pub fn readdir(
+        &self,
+        dir: Ino,
+        offset: u64,
+        plus: bool,
+        emit: &mut dyn FnMut(&DirEntry<'_>) -> bool,
+    ) -> Result<()> {
+        const PAGE: usize = 128;
+        let mut s = self.lock()?;
+        let parent = s.dir(dir)?.rec.parent;
+        let mut dots: Vec<(u64, &[u8], Ino)> = Vec::new();
+        if offset < 1 {
+            dots.push((1, b".", dir));
+        }
+        if offset < 2 {
+            dots.push((2, b"..", parent));
+        }
+        for (off, name, ino) in dots {
+            let attr = if plus {
+                Some(s.inode(ino)?.attr(ino))
+            } else {
+                None
+            };
+            let e = DirEntry {
+                ino,
+                offset: off,
+                kind: FileKind::Directory,
+                name,
+                attr,
+            };
+            if !emit(&e) {
+                return Ok(());
+            }
+        }
+        let mut from = if offset < 3 { 0 } else { offset + 1 };
+        let prefix = format::dentry_prefix(dir);
+        loop {
+            Stats::inc(&self.stats.store_scans);
+            let page = s
+                .store
+                .scan(&prefix, &format::dentry_key(dir, from, b""), PAGE)?;
+            let full = page.len() == PAGE;
+            let mut merged: std::collections::BTreeMap<(u64, Vec<u8>), Option<Child>> =
+                Default::default();
+            let mut to = u64::MAX;
+            for (k, v) in &page {
+                let format::Key::Dentry { hash, name, .. } = format::decode_key(k)? else {
+                    return Err(EngineError::corrupt(
+                        Some(dir),
+                        "non-dentry key in a dentry scan",
+                    ));
+                };
+                let child = format::decode_dentry(dir, v)?;
+                to = hash;
+                merged.insert((hash, name), Some(child));
+            }
+            if !full {
+                to = u64::MAX;
+            }
+            for (h, n, c) in s.dcache.pending_range(dir, from, to) {
+                merged.insert((h, n), c);
+            }
+            for ((hash, name), child) in merged {
+                let Some((ino, kind)) = child else { continue };
+                let attr = if plus {
+                    Some(s.inode(ino)?.attr(ino))
+                } else {
+                    None
+                };
+                let e = DirEntry {
+                    ino,
+                    offset: hash,
+                    kind,
+                    name: &name,
+                    attr,
+                };
+                if !emit(&e) {
+                    return Ok(());
+                }
+                if plus {
+                    s.icache.hold(ino);
+                }
+            }
+            if !full || to == u64::MAX {
+                return Ok(());
+            }
+            from = to + 1;
+        }
+    }
+
+    // ---- xattrs ----------------------------------------------------------
+
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        if name.is_empty() || name.len() > format::XATTR_NAME_MAX {
+            return Err(EngineError::Range);
+        }
+        if value.len() > format::XATTR_VALUE_MAX {
+            return Err(EngineError::TooBig);
+        }
+        let mut s = self.lock()?;
+        let x = s.xattrs(ino)?;
+        let exists = x.contains_key(name);
+        if flags & xattr_flags::CREATE != 0 && exists {
+            return Err(EngineError::Exists);
+        }
+        if flags & xattr_flags::REPLACE != 0 && !exists {
+            return Err(EngineError::NoAttr);
+        }
+        let old = x.insert(name.to_vec(), value.to_vec());
+        if format::xattrs_bytes(x) > format::XATTR_TOTAL_MAX {
+            match old {
+                Some(v) => x.insert(name.to_vec(), v),
+                None => x.remove(name),
+            };
+            return Err(EngineError::NoSpace);
+        }
+        s.xattrs_changed(ino)
+    }
+
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        let mut s = self.lock()?;
+        if !s.inode(ino)?.rec.has_xattrs {
+            return Err(EngineError::NoAttr);
+        }
+        s.xattrs(ino)?.get(name).cloned().ok_or(EngineError::NoAttr)
+    }
+
+    /// Names, each followed by a NUL byte.
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let mut s = self.lock()?;
+        if !s.inode(ino)?.rec.has_xattrs {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for k in s.xattrs(ino)?.keys() {
+            out.extend_from_slice(k);
+            out.push(0);
+        }
+        Ok(out)
+    }
+
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        let mut s = self.lock()?;
+        if s.xattrs(ino)?.remove(name).is_none() {
+            return Err(EngineError::NoAttr);
+        }
+        s.xattrs_changed(ino)
+    }
+
+    // ---- misc ------------------------------------------------------------
+
+    pub fn statfs(&self) -> Result<StatFs> {
+        let mut out = StatFs {
+            blocks: 1 << 30,
+            bfree: 1 << 30,
+            bavail: 1 << 30,
+            files: 1 << 40,
+            ffree: 1 << 40,
+            bsize: 4096,
+            namelen: NAME_MAX as u32,
+            frsize: 4096,
+        };
+        if let Some(p) = &self.cfg.statfs_path {
+            use std::os::unix::ffi::OsStrExt;
+            let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| EngineError::Invalid("store path"))?;
+            let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+            // SAFETY: `c` is a valid NUL-terminated path and `v` a writable statvfs.
+            if unsafe { libc::statvfs(c.as_ptr(), &mut v) } == 0 {
+                out.blocks = v.f_blocks * v.f_frsize / 4096;
+                out.bfree = v.f_bfree * v.f_frsize / 4096;
+                out.bavail = v.f_bavail * v.f_frsize / 4096;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes everything done so far durable (fsync, fsyncdir, syncfs).
+    pub fn fsync(&self) -> Result<()> {
+        Stats::inc(&self.stats.fsync_requests);
+        self.sync_all()
+    }
+
+    /// Time the committer sleeps between commits.
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_millis(self.cfg.commit_interval_ms.max(1))
+    }
+}

@@ -1,0 +1,236 @@
+//! icache: inodes in memory, the kernel's lookup counts and open handles.
+//!
+//! States of an inode here:
+//! `Absent → Clean → Dirty → Clean → Evicted`, and `Dirty{freed} → Absent`
+//! once the journal has written its deletion.
+//! - `load` (a miss) moves Absent → Clean; any change moves it to Dirty and
+//!   puts it on the journal's dirty list; a commit moves Dirty → Clean.
+//! - An inode is *pinned* (never evicted) while it is dirty, open
+//!   (`opens > 0`) or has `nlink == 0` (it is in `unlinked`).
+//! - Clean unpinned inodes sit in an LRU; beyond `inodes_max` the least
+//!   recently used are evicted. Pinned inodes may push the total past the
+//!   bound; they are counted and the bound is restored as they unpin.
+//!
+//! The kernel's lookup counts live apart from the inode objects, in a compact
+//! table (`kernel_refs`), so that inodes the kernel knows need not stay loaded.
+//! Invariant: `nlink == 0 && (opens > 0 || kernel_refs > 0)` ⇔ the inode is
+//! in `unlinked`; `nlink == 0` with neither ⇒ it is `freed` and dirty.
+//!
+//! Locking: everything here is guarded by the engine's state lock.
+
+use crate::format::{InodeRecord, Xattrs};
+use crate::stats::Stats;
+use crate::types::{Attr, FileKind, Ino};
+use lru::LruCache;
+use std::collections::{BTreeMap, HashMap};
+
+/// An inode in memory.
+#[derive(Debug)]
+pub struct Inode {
+    /// Attributes as they will be stored. For regular files `extra` is always
+    /// `None` in memory: the bytes of a small file live in `blocks[0]`.
+    pub rec: InodeRecord,
+    pub opens: u32,
+    /// Cached blocks: every dirty block, and block 0 of files no larger than
+    /// `INLINE_MAX`. An empty vector is a hole (its key is deleted at commit).
+    pub blocks: BTreeMap<u64, Vec<u8>>,
+    /// Loaded on first use.
+    pub xattrs: Option<Xattrs>,
+    /// The inode record exists on the store.
+    pub on_store: bool,
+    /// The xattr record exists on the store.
+    pub xattrs_on_store: bool,
+    /// The unlinked record exists on the store.
+    pub unlinked_on_store: bool,
+    /// nlink, opens and kernel refs all reached zero: the journal deletes it.
+    pub freed: bool,
+    /// On the journal's dirty list.
+    pub dirty: bool,
+}
+
+impl Inode {
+    pub fn new(rec: InodeRecord, on_store: bool) -> Inode {
+        let xattrs_on_store = on_store && rec.has_xattrs;
+        Inode {
+            rec,
+            opens: 0,
+            blocks: BTreeMap::new(),
+            xattrs: None,
+            on_store,
+            xattrs_on_store,
+            unlinked_on_store: false,
+            freed: false,
+            dirty: false,
+        }
+    }
+
+    pub fn attr(&self, ino: Ino) -> Attr {
+        let r = &self.rec;
+        let blocks = match r.kind {
+            FileKind::Directory => 8,
+            _ => r.size.div_ceil(512),
+        };
+        Attr {
+            ino,
+            kind: r.kind,
+            perm: r.perm,
+            nlink: r.nlink,
+            uid: r.uid,
+            gid: r.gid,
+            size: r.size,
+            blocks,
+            atime: r.atime,
+            mtime: r.mtime,
+            ctime: r.ctime,
+            rdev: r.rdev,
+            blksize: 4096,
+        }
+    }
+
+    pub fn pinned(&self) -> bool {
+        self.dirty || self.opens > 0 || self.rec.nlink == 0 || self.freed
+    }
+}
+
+/// The inode cache.
+pub struct ICache {
+    map: HashMap<Ino, Inode>,
+    /// Clean, unpinned inodes in recency order (values unused).
+    idle: LruCache<Ino, ()>,
+    inodes_max: usize,
+    /// Kernel lookup counts (ino → count > 0).
+    kernel_refs: HashMap<Ino, u64>,
+}
+
+impl ICache {
+    pub fn new(inodes_max: usize) -> ICache {
+        assert!(inodes_max > 0, "icache bound must be positive");
+        ICache {
+            map: HashMap::new(),
+            idle: LruCache::unbounded(),
+            inodes_max,
+            kernel_refs: HashMap::new(),
+        }
+    }
+
+    pub fn get(&mut self, ino: Ino, stats: &Stats) -> Option<&mut Inode> {
+        match self.map.get_mut(&ino) {
+            Some(i) => {
+                Stats::inc(&stats.icache_hits);
+                if self.idle.contains(&ino) {
+                    self.idle.promote(&ino);
+                }
+                Some(i)
+            }
+            None => None,
+        }
+    }
+
+    /// Looks without touching recency or counters.
+    pub fn peek(&self, ino: Ino) -> Option<&Inode> {
+        self.map.get(&ino)
+    }
+
+    pub fn peek_mut(&mut self, ino: Ino) -> Option<&mut Inode> {
+        self.map.get_mut(&ino)
+    }
+
+    pub fn insert(&mut self, ino: Ino, inode: Inode) {
+        let pinned = inode.pinned();
+        let old = self.map.insert(ino, inode);
+        assert!(old.is_none(), "{ino} inserted twice into the icache");
+        if !pinned {
+            self.idle.put(ino, ());
+        }
+    }
+
+    /// Drops an inode whose deletion the journal has written.
+    pub fn remove(&mut self, ino: Ino) -> Option<Inode> {
+        self.idle.pop(&ino);
+        self.map.remove(&ino)
+    }
+
+    /// Re-files an inode after its pin state may have changed.
+    pub fn repin(&mut self, ino: Ino) {
+        match self.map.get(&ino) {
+            Some(i) if !i.pinned() => {
+                self.idle.put(ino, ());
+            }
+            _ => {
+                self.idle.pop(&ino);
+            }
+        }
+    }
+
+    /// Evicts idle inodes until the cache is within its bound (or nothing idle is left).
+    pub fn shrink(&mut self, stats: &Stats) {
+        while self.map.len() > self.inodes_max {
+            let Some((ino, ())) = self.idle.pop_lru() else {
+                break;
+            };
+            let pinned = self.map.get(&ino).is_some_and(|i| i.pinned());
+            debug_assert!(!pinned, "{ino} on the idle list was pinned");
+            if pinned {
+                continue;
+            }
+            self.map.remove(&ino);
+            Stats::inc(&stats.icache_evictions);
+        }
+        self.publish(stats);
+    }
+
+    pub fn publish(&self, stats: &Stats) {
+        Stats::set(&stats.icache_inodes, self.map.len() as u64);
+        Stats::set(&stats.icache_inodes_max, self.inodes_max as u64);
+        Stats::set(&stats.kernel_known_inodes, self.kernel_refs.len() as u64);
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    // ---- kernel lookup counts -------------------------------------------
+
+    pub fn hold(&mut self, ino: Ino) {
+        *self.kernel_refs.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Drops `n` kernel references; returns the count left. A count from the
+    /// kernel larger than what we hold is clamped and logged, not trusted.
+    pub fn release(&mut self, ino: Ino, n: u64) -> u64 {
+        let Some(c) = self.kernel_refs.get_mut(&ino) else {
+            if ino != Ino::ROOT {
+                tracing::warn!("FORGET of {ino} that the kernel does not hold");
+            }
+            return 0;
+        };
+        if n > *c {
+            tracing::warn!("FORGET of {n} references on {ino} that holds {c}; clamped");
+        }
+        *c -= n.min(*c);
+        let left = *c;
+        if left == 0 {
+            self.kernel_refs.remove(&ino);
+        }
+        left
+    }
+
+    pub fn refs(&self, ino: Ino) -> u64 {
+        self.kernel_refs.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// Checks the idle list against the map (O(n); debug builds and tests).
+    pub fn debug_check(&self) {
+        for (ino, ()) in self.idle.iter() {
+            let i = self.map.get(ino);
+            debug_assert!(
+                i.is_some_and(|i| !i.pinned()),
+                "{ino} idle but pinned or absent"
+            );
+        }
+    }
+}

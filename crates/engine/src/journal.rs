@@ -1,0 +1,440 @@
+//! journal: dirty items in age order, written as one atomic store batch per
+//! commit (group commit), and the engine's mount and unmount.
+//!
+//! Every operation changes in-memory items and adds them to the dirty list
+//! (`DirtyList`, insertion-ordered: an item keeps the age of its first change
+//! until it is written). A commit drains the whole list under the state
+//! lock, encodes each item's *final* state, applies the batch to the store
+//! (visible to readers at once) and releases the lock; then, outside the
+//! lock, syncs the store when durability was asked for. A name created and
+//! removed between two commits is dropped at drain: it never reaches the store.
+//!
+//! Triggers: the committer thread every `commit_interval_ms`; fsync and
+//! fsyncdir at once (concurrent callers share one sync: a caller whose
+//! changes a running commit already drained waits for that commit instead of
+//! starting another); writers when dirty data exceeds `dirty_bytes_max`.
+//!
+//! A failed apply or sync stops the engine: every later operation answers
+//! `Stopped` (EIO) until the store is mounted again.
+
+use crate::dcache::DCache;
+use crate::error::{EngineError, Result};
+use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, INLINE_MAX};
+use crate::fs::{Engine, EngineConfig, State};
+use crate::icache::ICache;
+use crate::stats::Stats;
+use crate::store::{Batch, KvStore};
+use crate::types::{FileKind, Ino, Timespec};
+use crate::unlinked::{self, Unlinked};
+use indexmap::IndexSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// One thing the journal writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Item {
+    Inode(Ino),
+    Dentry(Ino, u64, Vec<u8>),
+    Block(Ino, u64),
+    Xattr(Ino),
+}
+
+/// Dirty items in age order.
+#[derive(Default)]
+pub struct DirtyList {
+    items: IndexSet<Item>,
+    blocks: u64,
+}
+
+impl DirtyList {
+    pub fn add(&mut self, item: Item, stats: &Stats) {
+        let is_block = matches!(item, Item::Block(..));
+        if self.items.insert(item) {
+            if is_block {
+                self.blocks += 1;
+                Stats::set(&stats.dirty_blocks, self.blocks);
+            }
+            Stats::set(&stats.dirty_items, self.items.len() as u64);
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn dirty_bytes(&self) -> u64 {
+        self.blocks * BLOCK_SIZE
+    }
+
+    fn take(&mut self) -> IndexSet<Item> {
+        self.blocks = 0;
+        std::mem::take(&mut self.items)
+    }
+}
+
+/// State of the commit pipeline, guarded by `Engine::commit`.
+#[derive(Default)]
+pub struct CommitCtl {
+    /// Every commit numbered up to this one is durable.
+    pub durable: u64,
+    /// Batches were applied since the last sync.
+    pub unsynced: bool,
+}
+
+impl State {
+    /// Encodes every dirty item's final state into one batch and marks the
+    /// items clean. Runs under the state lock.
+    fn drain(&mut self) -> Result<Batch> {
+        let items = self.dirty.take();
+        let mut batch = Batch::default();
+        let stats = self.stats.clone();
+        Stats::add(&stats.commit_items, items.len() as u64);
+        let mut committed_inodes = Vec::new();
+        for item in items {
+            match item {
+                Item::Inode(ino) => {
+                    self.drain_inode(ino, &mut batch)?;
+                    committed_inodes.push(ino);
+                }
+                Item::Dentry(dir, hash, name) => {
+                    let Some(p) = self.dcache.take_pending(dir, hash, &name) else {
+                        panic!("dirty dentry {dir}/{name:?} without pending state");
+                    };
+                    let key = format::dentry_key(dir, hash, &name);
+                    match p.child {
+                        Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
+                        None if p.stored => batch.delete(key),
+                        None => Stats::inc(&stats.names_never_stored),
+                    }
+                    self.dcache.committed(dir, name, p.child, &stats);
+                }
+                Item::Block(ino, n) => {
+                    let Some(i) = self.icache.peek_mut(ino) else {
+                        continue;
+                    };
+                    if i.freed {
+                        continue;
+                    }
+                    let key = format::block_key(ino, crate::types::BlockNo(n));
+                    let size = i.rec.size;
+                    if size <= INLINE_MAX {
+                        // The bytes travel inline in the inode record.
+                        batch.delete(key);
+                        if n != 0 {
+                            i.blocks.remove(&n);
+                        }
+                        continue;
+                    }
+                    let data = i.blocks.get(&n).cloned().unwrap_or_default();
+                    let end = size.saturating_sub(n * BLOCK_SIZE).min(BLOCK_SIZE) as usize;
+                    if data.is_empty() || end == 0 {
+                        batch.delete(key);
+                    } else {
+                        let data = &data[..data.len().min(end)];
+                        format::validate_block(ino, data)?;
+                        batch.put(key, data.to_vec());
+                    }
+                    i.blocks.remove(&n);
+                }
+                Item::Xattr(ino) => {
+                    let Some(i) = self.icache.peek_mut(ino) else {
+                        continue;
+                    };
+                    if i.freed {
+                        continue;
+                    }
+                    let x = i.xattrs.as_ref().expect("dirty xattrs not loaded");
+                    if x.is_empty() {
+                        if i.xattrs_on_store {
+                            batch.delete(format::xattr_key(ino));
+                        }
+                        i.xattrs_on_store = false;
+                    } else {
+                        batch.put(format::xattr_key(ino), format::encode_xattrs(ino, x)?);
+                        i.xattrs_on_store = true;
+                    }
+                }
+            }
+        }
+        if self.next_ino != self.stored_next_ino {
+            self.sb.next_ino = self.next_ino;
+            batch.put(format::super_key(), self.sb.encode());
+            self.stored_next_ino = self.next_ino;
+        }
+        for ino in committed_inodes {
+            self.icache.repin(ino);
+        }
+        self.icache.shrink(&stats);
+        self.dcache.publish(&stats);
+        Stats::set(&stats.dirty_items, 0);
+        Stats::set(&stats.dirty_blocks, 0);
+        Ok(batch)
+    }
+
+    fn drain_inode(&mut self, ino: Ino, batch: &mut Batch) -> Result<()> {
+        let store = self.store.clone();
+        let Some(i) = self.icache.peek_mut(ino) else {
+            panic!("dirty {ino} missing from the icache");
+        };
+        i.dirty = false;
+        if i.freed {
+            if i.on_store {
+                unlinked::delete_inode_records(&*store, ino, batch)?;
+            }
+            self.icache.remove(ino);
+            return Ok(());
+        }
+        let mut rec = i.rec.clone();
+        if rec.kind == FileKind::Regular {
+            rec.extra = None;
+            if rec.size <= INLINE_MAX {
+                let mut d = i.blocks.get(&0).cloned().unwrap_or_default();
+                d.resize(rec.size as usize, 0);
+                rec.extra = Some(d);
+            }
+        }
+        batch.put(format::inode_key(ino), rec.encode(ino)?);
+        i.on_store = true;
+        if rec.nlink == 0 && !i.unlinked_on_store {
+            batch.put(format::unlinked_key(ino), format::encode_unlinked());
+            i.unlinked_on_store = true;
+        } else if rec.nlink > 0 && i.unlinked_on_store {
+            batch.delete(format::unlinked_key(ino));
+            i.unlinked_on_store = false;
+        }
+        Ok(())
+    }
+}
+
+impl Engine {
+    /// Writes a new, empty filesystem into an empty store.
+    pub fn mkfs(store: &dyn KvStore, root_uid: u32, root_gid: u32) -> Result<Superblock> {
+        if store.get(&format::super_key())?.is_some() {
+            return Err(EngineError::Exists);
+        }
+        let now = Timespec::now();
+        let sb = Superblock {
+            version: FORMAT_VERSION,
+            uuid: *uuid::Uuid::new_v4().as_bytes(),
+            created: now,
+            next_ino: Ino::ROOT.0 + 1,
+        };
+        let root = InodeRecord {
+            kind: FileKind::Directory,
+            perm: 0o755,
+            nlink: 2,
+            uid: root_uid,
+            gid: root_gid,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            parent: Ino::ROOT,
+            entries: 0,
+            has_xattrs: false,
+            extra: None,
+        };
+        let mut b = Batch::default();
+        b.put(format::inode_key(Ino::ROOT), root.encode(Ino::ROOT)?);
+        b.put(format::super_key(), sb.encode());
+        store.apply(b)?;
+        store.sync()?;
+        Ok(sb)
+    }
+
+    /// Reads and checks the superblock of a store.
+    pub fn read_superblock(store: &dyn KvStore) -> Result<Superblock> {
+        let bytes = store
+            .get(&format::super_key())?
+            .ok_or_else(|| EngineError::NotAStore("no superblock".into()))?;
+        let sb = Superblock::decode(&bytes)?;
+        if sb.version != FORMAT_VERSION {
+            return Err(EngineError::WrongVersion {
+                found: sb.version,
+                expected: FORMAT_VERSION,
+            });
+        }
+        Ok(sb)
+    }
+
+    /// Mounts the engine on a store: checks the superblock, reclaims inodes a
+    /// crash left unlinked, and starts the committer.
+    pub fn mount(store: Arc<dyn KvStore>, cfg: EngineConfig) -> Result<Arc<Engine>> {
+        let sb = Self::read_superblock(&*store)?;
+        let stats = Arc::new(Stats::default());
+        let recovered = unlinked::recover(&*store)?;
+        Stats::set(&stats.recovered_unlinked, recovered);
+        Stats::set(&stats.dirty_bytes_max, cfg.dirty_bytes_max);
+        let state = State {
+            icache: ICache::new(cfg.inodes_max),
+            dcache: DCache::new(cfg.dentries_max, cfg.negative_entries_max),
+            dirty: DirtyList::default(),
+            unlinked: Unlinked::default(),
+            next_ino: sb.next_ino,
+            stored_next_ino: sb.next_ino,
+            sb,
+            drained: 0,
+            store: store.clone(),
+            stats: stats.clone(),
+            dirty_bytes_max: cfg.dirty_bytes_max,
+        };
+        let engine = Arc::new(Engine {
+            state: Mutex::new(state),
+            commit: Mutex::new(CommitCtl::default()),
+            store,
+            stats,
+            stopped: AtomicBool::new(false),
+            next_fh: AtomicU64::new(1),
+            cfg,
+            wake: (Mutex::new(false), Condvar::new()),
+            committer: Mutex::new(None),
+        });
+        // The root is always known to the kernel.
+        engine.lock()?.inode(Ino::ROOT)?;
+        let weak = Arc::downgrade(&engine);
+        let interval = engine.commit_interval();
+        let handle = std::thread::Builder::new()
+            .name("churnfs-commit".into())
+            .spawn(move || committer(weak, interval))
+            .map_err(|e| EngineError::Store(e.into()))?;
+        *engine.committer.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
+        Ok(engine)
+    }
+
+    /// Commits everything and stops the committer (unmount).
+    pub fn shutdown(&self) -> Result<()> {
+        {
+            let (m, cv) = &self.wake;
+            *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            cv.notify_all();
+        }
+        if let Some(h) = self
+            .committer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = h.join();
+        }
+        self.sync_all()
+    }
+
+    /// Makes every change acknowledged so far durable, sharing a running
+    /// commit's sync when that commit already drained the caller's changes.
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        let need = self.lock()?.drained + 1;
+        let mut ctl = self.commit.lock().unwrap_or_else(|p| p.into_inner());
+        if ctl.durable >= need {
+            Stats::inc(&self.stats.fsync_shared);
+            return Ok(());
+        }
+        self.commit_locked(&mut ctl, true)
+    }
+
+    /// Writes the dirty list without waiting for durability (memory pressure).
+    pub(crate) fn commit_nosync(&self) -> Result<()> {
+        let mut ctl = self.commit.lock().unwrap_or_else(|p| p.into_inner());
+        self.commit_locked(&mut ctl, false)
+    }
+
+    fn commit_locked(&self, ctl: &mut CommitCtl, sync: bool) -> Result<()> {
+        let start = Instant::now();
+        let seq;
+        {
+            let mut s = self.lock()?;
+            s.drained += 1;
+            seq = s.drained;
+            let batch = match s.drain() {
+                Ok(b) => b,
+                Err(e) => return Err(self.stop(e)),
+            };
+            Stats::add(&self.stats.commit_bytes, batch.bytes() as u64);
+            if !batch.is_empty() {
+                if let Err(e) = self.store.apply(batch) {
+                    return Err(self.stop(e.into()));
+                }
+                ctl.unsynced = true;
+            }
+        }
+        Stats::inc(&self.stats.commits);
+        if sync && ctl.unsynced {
+            if let Err(e) = self.store.sync() {
+                return Err(self.stop(e.into()));
+            }
+            ctl.unsynced = false;
+            Stats::inc(&self.stats.commit_syncs);
+        }
+        if sync {
+            ctl.durable = seq;
+        }
+        let us = start.elapsed().as_micros() as u64;
+        Stats::set(&self.stats.commit_last_us, us);
+        Stats::max(&self.stats.commit_max_us, us);
+        Ok(())
+    }
+
+    /// Stops the engine after a failed store write; logged once.
+    fn stop(&self, e: EngineError) -> EngineError {
+        if !self.stopped.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "store write failed, engine stopped (every operation now answers EIO): {e}"
+            );
+            Stats::set(&self.stats.engine_stopped, 1);
+        }
+        match e {
+            EngineError::Store(crate::error::StoreError::NoSpace) => EngineError::NoSpace,
+            other => other,
+        }
+    }
+
+    /// Pushes back on a writer while dirty data is over its bound.
+    pub(crate) fn throttle(&self) -> Result<()> {
+        let over = {
+            let s = self.lock()?;
+            s.dirty.dirty_bytes() > s.dirty_bytes_max
+        };
+        if over {
+            Stats::inc(&self.stats.writer_throttles);
+            self.commit_nosync()?;
+        }
+        Ok(())
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+}
+
+/// The committer thread: one commit per interval until shutdown.
+fn committer(engine: std::sync::Weak<Engine>, interval: Duration) {
+    loop {
+        let Some(e) = engine.upgrade() else { return };
+        {
+            let (m, cv) = &e.wake;
+            let g = m.lock().unwrap_or_else(|p| p.into_inner());
+            let (g, _) = cv
+                .wait_timeout_while(g, interval, |stop| !*stop)
+                .unwrap_or_else(|p| p.into_inner());
+            if *g {
+                return;
+            }
+        }
+        if e.is_stopped() {
+            return;
+        }
+        let busy = e.lock().map(|s| !s.dirty.is_empty()).unwrap_or(false);
+        let unsynced = e.commit.lock().map(|c| c.unsynced).unwrap_or(false);
+        if busy || unsynced {
+            let mut ctl = e.commit.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(err) = e.commit_locked(&mut ctl, true) {
+                tracing::error!("periodic commit failed: {err}");
+            }
+        }
+    }
+}

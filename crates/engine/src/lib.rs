@@ -1,0 +1,21 @@
+//! churnfs engine: namespace, caches, journal and store of a filesystem that
+//! keeps its costs independent of history. Nothing here knows about FUSE;
+//! `churnfs-fuse` adapts the protocol to `Engine`.
+
+pub mod check;
+pub mod data;
+pub mod dcache;
+pub mod error;
+pub mod format;
+pub mod fs;
+pub mod icache;
+pub mod journal;
+pub mod stats;
+pub mod store;
+pub mod types;
+pub mod unlinked;
+
+pub use error::{EngineError, Result, StoreError};
+pub use fs::{Engine, EngineConfig};
+pub use store::{FjallStore, KvStore, MemStore};
+pub use types::*;

@@ -1,0 +1,81 @@
+//! Counters and gauges of every cache and list, readable while mounted.
+//! Gauges are set by the module that owns the structure; counters only grow.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+macro_rules! stats {
+    ($($name:ident),* $(,)?) => {
+        /// Every counter and gauge of the engine (see docs/design.md, "Stats").
+        #[derive(Default, Debug)]
+        pub struct Stats {
+            $(pub $name: AtomicU64,)*
+        }
+
+        impl Stats {
+            /// All values as `(name, value)`, in declaration order.
+            pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name.load(Relaxed)),)*]
+            }
+        }
+    };
+}
+
+stats! {
+    // icache
+    icache_inodes,
+    icache_inodes_max,
+    icache_hits,
+    icache_misses,
+    icache_evictions,
+    kernel_known_inodes,
+    open_handles,
+    // dcache
+    dcache_positive,
+    dcache_positive_max,
+    dcache_negative,
+    dcache_negative_max,
+    dcache_hits,
+    dcache_negative_hits,
+    dcache_misses,
+    dcache_evictions,
+    dcache_negative_recycled,
+    // journal
+    dirty_items,
+    dirty_blocks,
+    dirty_bytes_max,
+    pending_dentries,
+    commits,
+    commit_syncs,
+    commit_items,
+    commit_bytes,
+    commit_last_us,
+    commit_max_us,
+    fsync_requests,
+    fsync_shared,
+    writer_throttles,
+    names_never_stored,
+    // unlinked
+    unlinked_inodes,
+    unlinked_freed,
+    recovered_unlinked,
+    // store
+    store_gets,
+    store_scans,
+    // engine
+    engine_stopped,
+}
+
+impl Stats {
+    pub fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Relaxed);
+    }
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+    pub fn set(c: &AtomicU64, n: u64) {
+        c.store(n, Relaxed);
+    }
+    pub fn max(c: &AtomicU64, n: u64) {
+        c.fetch_max(n, Relaxed);
+    }
+}

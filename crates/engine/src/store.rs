@@ -1,0 +1,378 @@
+//! The store: a narrow ordered key-value trait and its implementations.
+//! Only the journal writes through it; everything above reads through it on a
+//! cache miss. `FjallStore` is the embedded default, `MemStore` serves tests.
+//!
+//! What the engine assumes of a store (docs/design.md, "Store contract"):
+//! - `apply` is atomic: after a crash either all of a batch is visible or none;
+//! - batches become visible to `get`/`scan` in the order they were applied;
+//! - `sync` makes every batch applied before it durable;
+//! - a failed `apply` or `sync` may have left the store in any prefix state
+//!   of the batches applied, so the engine stops writing after one.
+
+use crate::error::StoreError;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// One write in a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchOp {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+/// An atomic group of writes.
+#[derive(Clone, Debug, Default)]
+pub struct Batch {
+    pub ops: Vec<BatchOp>,
+}
+
+impl Batch {
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push(BatchOp::Put(key, value));
+    }
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.ops.push(BatchOp::Delete(key));
+    }
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    pub fn bytes(&self) -> usize {
+        self.ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, v) => k.len() + v.len(),
+                BatchOp::Delete(k) => k.len(),
+            })
+            .sum()
+    }
+}
+
+pub type KvPair = (Vec<u8>, Vec<u8>);
+
+/// The narrow interface every store provides.
+pub trait KvStore: Send + Sync {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Up to `limit` pairs with keys `>= start` that begin with `prefix`, in key order.
+    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError>;
+    fn apply(&self, batch: Batch) -> Result<(), StoreError>;
+    fn sync(&self) -> Result<(), StoreError>;
+}
+
+/// Name of the fjall database directory inside a store directory.
+pub const DB_DIR: &str = "db";
+
+/// The embedded default: one fjall keyspace holding every record.
+pub struct FjallStore {
+    db: fjall::Database,
+    ks: fjall::Keyspace,
+}
+
+fn fjall_err(e: fjall::Error) -> StoreError {
+    match e {
+        fjall::Error::Io(io) => StoreError::from_io(io),
+        fjall::Error::Locked => StoreError::Locked,
+        fjall::Error::Poisoned => StoreError::Poisoned,
+        other => StoreError::Engine(other.to_string()),
+    }
+}
+
+impl FjallStore {
+    /// Opens (or, with `create`, creates) the database under `store_dir/db`.
+    pub fn open(
+        store_dir: &Path,
+        create: bool,
+        cache_bytes: u64,
+    ) -> Result<FjallStore, StoreError> {
+        let path = store_dir.join(DB_DIR);
+        if !create && !path.is_dir() {
+            return Err(StoreError::Engine(format!("{} is missing", path.display())));
+        }
+        if path.is_dir() {
+            verify_manifests(&path)?;
+        }
+        let db = fjall::Database::builder(&path)
+            .cache_size(cache_bytes)
+            .manual_journal_persist(true)
+            .open()
+            .map_err(fjall_err)?;
+        let ks = db
+            .keyspace("meta", fjall::KeyspaceCreateOptions::default)
+            .map_err(fjall_err)?;
+        Ok(FjallStore { db, ks })
+    }
+}
+
+/// Checks each keyspace's manifest against the checksum its `current` file
+/// records before fjall reads it. fjall 3.1 decodes a manifest without that
+/// check, and a damaged length field in it makes it attempt an allocation of
+/// tens of gigabytes, which aborts the process; a damaged store must be
+/// refused with a message instead.
+fn verify_manifests(db: &Path) -> Result<(), StoreError> {
+    let damaged = |what: String| StoreError::Engine(format!("store manifest damaged: {what}"));
+    let keyspaces = db.join("keyspaces");
+    let Ok(dirs) = std::fs::read_dir(&keyspaces) else {
+        return Ok(());
+    };
+    for dir in dirs {
+        let dir = dir.map_err(StoreError::from_io)?.path();
+        let current = dir.join("current");
+        let has_manifest = std::fs::read_dir(&dir)
+            .map_err(StoreError::from_io)?
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().starts_with('v'));
+        let bytes = match std::fs::read(&current) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !has_manifest => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(damaged(format!("{} is missing", current.display())))
+            }
+            Err(e) => return Err(StoreError::from_io(e)),
+        };
+        if bytes.len() != 25 || bytes[24] != 0 {
+            return Err(damaged(format!(
+                "{} has the wrong size or checksum type",
+                current.display()
+            )));
+        }
+        let id = u64::from_le_bytes(bytes[..8].try_into().unwrap_or_default());
+        let want = u128::from_le_bytes(bytes[8..24].try_into().unwrap_or_default());
+        let manifest = dir.join(format!("v{id}"));
+        let body = std::fs::read(&manifest)
+            .map_err(|e| damaged(format!("{}: {e}", manifest.display())))?;
+        if xxhash_rust::xxh3::xxh3_128(&body) != want {
+            return Err(damaged(format!(
+                "{} fails its checksum",
+                manifest.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl KvStore for FjallStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
+        let from = if start > prefix { start } else { prefix };
+        let mut out = Vec::new();
+        for guard in self
+            .ks
+            .range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
+        {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = guard.into_inner().map_err(fjall_err)?;
+            if !k.starts_with(prefix) {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn apply(&self, batch: Batch) -> Result<(), StoreError> {
+        let mut b = self.db.batch();
+        for op in batch.ops {
+            match op {
+                BatchOp::Put(k, v) => b.insert(&self.ks, k, v),
+                BatchOp::Delete(k) => b.remove(&self.ks, k),
+            }
+        }
+        b.commit().map_err(fjall_err)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.db
+            .persist(fjall::PersistMode::SyncAll)
+            .map_err(fjall_err)
+    }
+}
+
+/// An in-memory store that keeps what was synced apart from what was only
+/// applied, so tests can "lose power" and keep only the durable state.
+#[derive(Default)]
+pub struct MemStore {
+    inner: Mutex<MemInner>,
+}
+
+#[derive(Default, Clone)]
+struct MemInner {
+    /// What readers see.
+    live: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// Batches applied since the last sync, oldest first.
+    unsynced: Vec<Batch>,
+    /// State as of the last sync.
+    durable: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// When set, every apply and sync fails with `NoSpace`.
+    fail_writes: bool,
+}
+
+fn apply_to(map: &mut BTreeMap<Vec<u8>, Vec<u8>>, batch: &Batch) {
+    for op in &batch.ops {
+        match op {
+            BatchOp::Put(k, v) => {
+                map.insert(k.clone(), v.clone());
+            }
+            BatchOp::Delete(k) => {
+                map.remove(k);
+            }
+        }
+    }
+}
+
+impl MemStore {
+    pub fn new() -> MemStore {
+        MemStore::default()
+    }
+
+    /// A new store holding what would survive a power loss now: the durable
+    /// state plus the first `keep_unsynced` unsynced batches (a store may have
+    /// written some of them before the power went).
+    pub fn crash_copy(&self, keep_unsynced: usize) -> MemStore {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = g.durable.clone();
+        for b in g.unsynced.iter().take(keep_unsynced) {
+            apply_to(&mut map, b);
+        }
+        MemStore {
+            inner: Mutex::new(MemInner {
+                live: map.clone(),
+                unsynced: Vec::new(),
+                durable: map,
+                fail_writes: false,
+            }),
+        }
+    }
+
+    /// Number of batches applied but not yet synced.
+    pub fn unsynced_batches(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unsynced
+            .len()
+    }
+
+    /// Makes every later write fail as if the device were full.
+    pub fn set_fail_writes(&self, fail: bool) {
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .fail_writes = fail;
+    }
+
+    /// Writes a raw key directly (tests that corrupt or forge records).
+    pub fn raw_put(&self, key: &[u8], value: &[u8]) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.live.insert(key.to_vec(), value.to_vec());
+        g.durable.insert(key.to_vec(), value.to_vec());
+    }
+
+    /// Every live pair (tests).
+    pub fn dump(&self) -> Vec<KvPair> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.live.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+impl KvStore for MemStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(g.live.get(key).cloned())
+    }
+
+    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
+        let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let from = if start > prefix { start } else { prefix };
+        Ok(g.live
+            .range::<[u8], _>((Bound::Included(from), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn apply(&self, batch: Batch) -> Result<(), StoreError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.fail_writes {
+            return Err(StoreError::NoSpace);
+        }
+        apply_to(&mut g.live, &batch);
+        g.unsynced.push(batch);
+        Ok(())
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.fail_writes {
+            return Err(StoreError::NoSpace);
+        }
+        let pending = std::mem::take(&mut g.unsynced);
+        for b in &pending {
+            apply_to(&mut g.durable, b);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memstore_crash_keeps_only_synced_prefix() {
+        let s = MemStore::new();
+        let mut b = Batch::default();
+        b.put(b"a".to_vec(), b"1".to_vec());
+        s.apply(b).unwrap();
+        s.sync().unwrap();
+        let mut b = Batch::default();
+        b.put(b"b".to_vec(), b"2".to_vec());
+        s.apply(b).unwrap();
+        assert_eq!(s.get(b"b").unwrap(), Some(b"2".to_vec()));
+        let lost = s.crash_copy(0);
+        assert_eq!(lost.get(b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(lost.get(b"b").unwrap(), None);
+        let kept = s.crash_copy(1);
+        assert_eq!(kept.get(b"b").unwrap(), Some(b"2".to_vec()));
+    }
+
+    #[test]
+    fn scan_stays_inside_prefix_and_limit() {
+        let s = MemStore::new();
+        let mut b = Batch::default();
+        for k in [&b"a1"[..], b"a2", b"a3", b"b1"] {
+            b.put(k.to_vec(), vec![]);
+        }
+        s.apply(b).unwrap();
+        let r = s.scan(b"a", b"a2", 10).unwrap();
+        assert_eq!(
+            r.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
+            vec![b"a2".to_vec(), b"a3".to_vec()]
+        );
+        assert_eq!(s.scan(b"a", b"", 1).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn fjall_roundtrip_and_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FjallStore::open(dir.path(), true, 1 << 20).unwrap();
+        let mut b = Batch::default();
+        b.put(b"k".to_vec(), b"v".to_vec());
+        s.apply(b).unwrap();
+        s.sync().unwrap();
+        assert_eq!(s.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert!(matches!(
+            FjallStore::open(dir.path(), false, 1 << 20),
+            Err(StoreError::Locked)
+        ));
+    }
+}

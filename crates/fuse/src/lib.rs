@@ -1,0 +1,595 @@
+//! churnfs FUSE adapter: maps kernel requests onto `churnfs_engine::Engine`.
+//! It owns the protocol-facing decisions: errno mapping (one function,
+//! `errno`), entry and attribute TTLs, the capabilities asked of the kernel,
+//! and which replies take a kernel lookup reference.
+
+mod convert;
+pub mod errno;
+
+use churnfs_engine::{Ctx, Engine, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime};
+use fuser::{
+    AccessFlags, Config, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+pub use errno::errno;
+
+/// How the adapter talks to the kernel.
+#[derive(Clone, Debug)]
+pub struct AdapterConfig {
+    /// How long the kernel may trust a name → inode answer.
+    pub entry_ttl: Duration,
+    /// How long the kernel may trust attributes.
+    pub attr_ttl: Duration,
+    /// Ask for the kernel's writeback cache (writes gathered in the page cache).
+    pub writeback_cache: bool,
+    /// Worker threads, each reading its own cloned /dev/fuse descriptor.
+    pub threads: usize,
+    /// Let every user reach the mount (`allow_other`); permissions are then
+    /// checked by the kernel (`default_permissions`, always on).
+    pub allow_other: bool,
+    /// Shown as the mount's source in /proc/mounts.
+    pub fsname: String,
+}
+
+impl Default for AdapterConfig {
+    fn default() -> AdapterConfig {
+        AdapterConfig {
+            entry_ttl: Duration::from_secs(1),
+            attr_ttl: Duration::from_secs(1),
+            writeback_cache: true,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2),
+            allow_other: false,
+            fsname: "churnfs".into(),
+        }
+    }
+}
+
+/// The `fuser::Filesystem` implementation.
+pub struct Adapter {
+    engine: Arc<Engine>,
+    cfg: AdapterConfig,
+}
+
+const GEN: Generation = Generation(0);
+
+fn ino(i: INodeNo) -> Ino {
+    Ino(i.0)
+}
+
+fn ctx(req: &Request) -> Ctx {
+    Ctx {
+        uid: req.uid(),
+        gid: req.gid(),
+        pid: req.pid(),
+    }
+}
+
+fn set_time(t: TimeOrNow) -> SetTime {
+    match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(st) => SetTime::At(convert::timespec(st)),
+    }
+}
+
+impl Adapter {
+    pub fn new(engine: Arc<Engine>, cfg: AdapterConfig) -> Adapter {
+        Adapter { engine, cfg }
+    }
+
+    fn entry(&self, reply: ReplyEntry, r: churnfs_engine::Result<churnfs_engine::Attr>) {
+        match r {
+            Ok(a) => reply.entry_with_ttls(
+                &self.cfg.attr_ttl,
+                &self.cfg.entry_ttl,
+                &convert::attr(&a),
+                GEN,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn empty(reply: ReplyEmpty, r: churnfs_engine::Result<()>) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn open_flags(&self) -> FopenFlags {
+        // One mount owns the data, so the page cache stays valid across opens.
+        FopenFlags::FOPEN_KEEP_CACHE
+    }
+}
+
+/// Mount options fuser passes to fusermount3 / the kernel.
+pub fn fuser_config(cfg: &AdapterConfig) -> Config {
+    let mut mount_options = vec![
+        MountOption::FSName(cfg.fsname.clone()),
+        MountOption::Subtype("churnfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoAtime,
+    ];
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        mount_options.push(MountOption::Dev);
+        mount_options.push(MountOption::Suid);
+    }
+    let mut c = Config::default();
+    c.mount_options = mount_options;
+    c.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(cfg.threads.max(1));
+    c.clone_fd = true;
+    c
+}
+
+/// Mounts `engine` at `mountpoint`; the returned session serves it when run.
+pub fn session(
+    engine: Arc<Engine>,
+    mountpoint: &Path,
+    cfg: AdapterConfig,
+) -> std::io::Result<fuser::Session<Adapter>> {
+    let config = fuser_config(&cfg);
+    fuser::Session::new(Adapter::new(engine, cfg), mountpoint, &config)
+}
+
+impl Filesystem for Adapter {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_CACHE_SYMLINKS;
+        if self.cfg.writeback_cache {
+            wanted |= InitFlags::FUSE_WRITEBACK_CACHE;
+        }
+        for flag in wanted.iter() {
+            if config.add_capabilities(flag).is_err() {
+                tracing::info!("kernel lacks capability {flag:?}");
+            }
+        }
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(reply, self.engine.lookup(ino(parent), name.as_bytes()));
+    }
+
+    fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
+        self.engine.forget(ino(i), nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.engine.getattr(ino(i)) {
+            Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+            ctime: ctime.map(convert::timespec),
+        };
+        match self.engine.setattr(ino(i), set) {
+            Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
+        match self.engine.readlink(ino(i)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            reply,
+            self.engine
+                .mknod(ctx(req), ino(parent), name.as_bytes(), mode, rdev),
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            reply,
+            self.engine
+                .mkdir(ctx(req), ino(parent), name.as_bytes(), mode),
+        );
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.unlink(ino(parent), name.as_bytes()));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.rmdir(ino(parent), name.as_bytes()));
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let target = target.as_os_str().as_bytes();
+        self.entry(
+            reply,
+            self.engine
+                .symlink(ctx(req), ino(parent), link_name.as_bytes(), target),
+        );
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+            reply.error(fuser::Errno::EINVAL);
+            return;
+        }
+        let f = ERenameFlags {
+            noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
+            exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
+        };
+        let r = self.engine.rename(
+            ino(parent),
+            name.as_bytes(),
+            ino(newparent),
+            newname.as_bytes(),
+            f,
+        );
+        Self::empty(reply, r);
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.entry(
+            reply,
+            self.engine.link(ino(i), ino(newparent), newname.as_bytes()),
+        );
+    }
+
+    fn open(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.engine.open(ino(i)) {
+            Ok(fh) => reply.opened(FileHandle(fh.0), self.open_flags()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.engine.read(ino(i), offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.engine.write(ino(i), offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Dirty pages reach us as writes before flush; durability is fsync's job.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.engine.release(ino(i)));
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.engine.fsync());
+    }
+
+    fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.engine.opendir(ino(i)) {
+            Ok(fh) => reply.opened(FileHandle(fh.0), FopenFlags::empty()),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.engine.readdir(ino(i), offset, false, &mut |e| {
+            !reply.add(
+                INodeNo(e.ino.0),
+                e.offset,
+                convert::kind(e.kind),
+                OsStr::from_bytes(e.name),
+            )
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let ttl = self.cfg.entry_ttl;
+        let r = self.engine.readdir(ino(i), offset, true, &mut |e| {
+            let Some(a) = &e.attr else { return false };
+            !reply.add(
+                INodeNo(e.ino.0),
+                e.offset,
+                OsStr::from_bytes(e.name),
+                &ttl,
+                &convert::attr(a),
+                GEN,
+            )
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _i: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.engine.fsync());
+    }
+
+    fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+        match self.engine.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if position != 0 {
+            reply.error(fuser::Errno::EINVAL);
+            return;
+        }
+        Self::empty(
+            reply,
+            self.engine.setxattr(ino(i), name.as_bytes(), value, flags),
+        );
+    }
+
+    fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.engine.getxattr(ino(i), name.as_bytes()) {
+            Ok(v) => xattr_reply(reply, &v, size),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.engine.listxattr(ino(i)) {
+            Ok(v) => xattr_reply(reply, &v, size),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(reply, self.engine.removexattr(ino(i), name.as_bytes()));
+    }
+
+    fn access(&self, _req: &Request, i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // With default_permissions the kernel checks modes itself; this only
+        // answers whether the inode exists.
+        Self::empty(reply, self.engine.getattr(ino(i)).map(|_| ()));
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self
+            .engine
+            .create(ctx(req), ino(parent), name.as_bytes(), mode)
+        {
+            Ok((a, fh)) => reply.created(
+                &self.cfg.entry_ttl,
+                &convert::attr(&a),
+                GEN,
+                FileHandle(fh.0),
+                self.open_flags(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        Self::empty(reply, self.engine.fallocate(ino(i), offset, length, mode));
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        i: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        if offset < 0 {
+            reply.error(fuser::Errno::ENXIO);
+            return;
+        }
+        match self.engine.lseek(ino(i), offset as u64, whence) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+fn xattr_reply(reply: ReplyXattr, v: &[u8], size: u32) {
+    if size == 0 {
+        reply.size(v.len() as u32);
+    } else if v.len() > size as usize {
+        reply.error(fuser::Errno::ERANGE);
+    } else {
+        reply.data(v);
+    }
+}

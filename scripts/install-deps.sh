@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what churnfs needs to build, mount and test, when it is missing.
+# Idempotent: a machine that has everything is left alone.
+set -euo pipefail
+
+need_apt=()
+command -v fusermount3 >/dev/null || need_apt+=(fuse3)
+command -v git >/dev/null || need_apt+=(git)
+command -v tar >/dev/null || need_apt+=(tar)
+command -v diff >/dev/null || need_apt+=(diffutils)
+command -v cc >/dev/null || need_apt+=(gcc)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: installing ${need_apt[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -e /dev/fuse ]; then
+  echo "install-deps: /dev/fuse is missing; load the fuse module (modprobe fuse)" >&2
+  exit 1
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "install-deps: cargo not found; install Rust with rustup (stable)" >&2
+  exit 1
+fi
+if command -v rustup >/dev/null; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+fi

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Conformance suites nobody here wrote, on a fresh churnfs mount each:
+#   pjdfstest (whole suite, as root and as the users `nobody` and `tests`),
+#   fsx (100,000 operations with a fixed seed and 100,000 with a random one),
+#   stress-ng (the filesystem class, every stressor in turn).
+# Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng]...   (default: all)
+# After each suite the filesystem is unmounted and `churnfs fsck` must be clean.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+: "${CARGO_TARGET_DIR:=$HOME/.cache/churnfs-target}"
+BIN=${CHURNFS_BIN:-$CARGO_TARGET_DIR/release/churnfs}
+FSX_OPS=${FSX_OPS:-100000}
+STRESS_SECS=${STRESS_SECS:-2}
+PJDFSTEST_VERSION=0.2.2
+FSX_VERSION=0.3.2
+
+log() { printf 'conformance: %s\n' "$*"; }
+
+install_suites() {
+  export PATH="$HOME/.cargo/bin:$PATH"
+  if ! pjdfstest --version 2>/dev/null | grep -q "$PJDFSTEST_VERSION"; then
+    log "installing pjdfstest $PJDFSTEST_VERSION"
+    cargo install --locked --quiet "pjdfstest@$PJDFSTEST_VERSION"
+  fi
+  if ! fsx --version 2>/dev/null | grep -q "$FSX_VERSION"; then
+    log "installing fsx $FSX_VERSION"
+    cargo install --locked --quiet "fsx@$FSX_VERSION"
+  fi
+  if ! command -v stress-ng >/dev/null; then
+    log "installing stress-ng"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null
+  fi
+  # pjdfstest switches to `nobody` and `tests`.
+  id tests >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin tests
+  [ -x "$BIN" ] || { echo "conformance: $BIN missing (cargo build --release -p churnfs)" >&2; exit 1; }
+}
+
+work=""
+daemon=""
+cleanup() {
+  if [ -n "$work" ]; then
+    if grep -qs " $work/mnt " /proc/mounts; then fusermount3 -u -z "$work/mnt" || true; fi
+    if [ -n "$daemon" ]; then
+      for _ in $(seq 100); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$daemon" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+  fi
+  work=""; daemon=""
+}
+trap cleanup EXIT
+
+# Fresh store and mount under /tmp, every path component searchable by all
+# (pjdfstest's unprivileged users must reach the test directory).
+mount_fresh() {
+  work=$(mktemp -d /tmp/churnfs-conf.XXXXXX)
+  chmod 755 "$work"
+  mkdir -p "$work/mnt"
+  "$BIN" mkfs "$work/store" >/dev/null
+  local out
+  out=$("$BIN" mount "$work/store" "$work/mnt" --background -o "allow_other${1:+,$1}")
+  daemon=$(printf '%s\n' "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p')
+  [ -n "$daemon" ] || { echo "conformance: mount did not report its daemon: $out" >&2; exit 1; }
+  chmod 1777 "$work/mnt"
+}
+
+# Clean unmount, wait for the daemon to commit and exit, then fsck.
+unmount_check() {
+  fusermount3 -u "$work/mnt"
+  for _ in $(seq 600); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$daemon" 2>/dev/null; then echo "conformance: daemon $daemon did not exit" >&2; exit 1; fi
+  "$BIN" fsck "$work/store"
+  daemon=""
+  cleanup
+}
+
+# One pjdfstest pass on a fresh mount: pjdfstest_pass CONFIG [PATTERN...]
+pjdfstest_pass() {
+  local conf=$1; shift
+  mount_fresh
+  mkdir -m 777 "$work/secondary"
+  # `mount -o remount,ro` would run mount.fuse3's helper; -i remounts directly.
+  mkdir -p "$work/shim"
+  printf '#!/bin/sh\nexec %s -i "$@"\n' "$(command -v mount)" > "$work/shim/mount"
+  chmod 755 "$work/shim/mount"
+  log "pjdfstest $PJDFSTEST_VERSION ($(basename "$conf")${1:+, tests matching $*}) on $work/mnt"
+  local rc=0
+  (cd "$work/mnt" && PATH="$work/shim:$PATH" pjdfstest -c "$conf" -p "$work/mnt" -s "$work/secondary" "$@") \
+    > "$work/pjdfstest.out" 2>&1 || rc=$?
+  grep -vE '[[:space:]]ok$' "$work/pjdfstest.out" | grep -vE '^$' || true
+  log "pjdfstest $(grep '^Summary:' "$work/pjdfstest.out" || echo 'Summary: missing')"
+  awk '$2=="skipped"{print $1}' "$work/pjdfstest.out" > "$work/../pjdfstest.skipped.$$" || true
+  [ "$rc" -eq 0 ] || { echo "conformance: pjdfstest failed" >&2; exit 1; }
+  unmount_check
+}
+
+run_pjdfstest() {
+  pjdfstest_pass "$here/pjdfstest.toml"
+  local skipped; skipped=$(cat "/tmp/pjdfstest.skipped.$$"); rm -f "/tmp/pjdfstest.skipped.$$"
+  pjdfstest_pass "$here/pjdfstest-erofs.toml" erofs
+  [ ! -s "/tmp/pjdfstest.skipped.$$" ] || { echo "conformance: erofs pass skipped tests" >&2; exit 1; }
+  rm -f "/tmp/pjdfstest.skipped.$$"
+  # Every test not run by either pass must be listed, with its reason.
+  for t in $skipped; do
+    case "$t" in *::erofs_*) continue ;; esac
+    grep -q "^$t " "$here/pjdfstest-exclusions.txt" || {
+      echo "conformance: $t skipped but not in pjdfstest-exclusions.txt" >&2; exit 1; }
+  done
+}
+
+run_fsx() {
+  mount_fresh
+  local seed=${FSX_SEED:-$(( (RANDOM << 15) | RANDOM ))}
+  for s in 1 "$seed"; do
+    log "fsx -N $FSX_OPS -S $s (config tests/conformance/fsx.toml, writeback cache on)"
+    (cd "$work" && fsx -q -f "$here/fsx.toml" -N "$FSX_OPS" -S "$s" -P "$work" "$work/mnt/fsx.$s") || {
+      echo "conformance: fsx failed with seed $s (replay: FSX_SEED=$s tests/conformance/run.sh fsx)" >&2; exit 1; }
+  done
+  log "fsx: $((2 * FSX_OPS)) operations, seeds 1 and $seed, zero miscompares"
+  unmount_check
+}
+
+run_stress_ng() {
+  mount_fresh
+  log "stress-ng --class filesystem --seq 1 -t ${STRESS_SECS}s"
+  # binderfs is not a filesystem on a path (it needs the binder driver, absent here).
+  (cd "$work/mnt" && stress-ng --class filesystem --seq 1 -t "${STRESS_SECS}s" --exclude binderfs \
+      --temp-path "$work/mnt" --metrics-brief) > "$work/stress.out" 2>&1 || {
+    cat "$work/stress.out"; echo "conformance: stress-ng reported failures" >&2; exit 1; }
+  grep -E 'skipping|successful|fail' "$work/stress.out" || true
+  unmount_check
+}
+
+install_suites
+suites=("$@")
+[ ${#suites[@]} -gt 0 ] || suites=(pjdfstest fsx stress-ng)
+for s in "${suites[@]}"; do
+  case "$s" in
+    pjdfstest) run_pjdfstest ;;
+    fsx) run_fsx ;;
+    stress-ng) run_stress_ng ;;
+    *) echo "conformance: unknown suite $s" >&2; exit 2 ;;
+  esac
+done
+log "all suites passed: ${suites[*]}"

@@ -1,0 +1,65 @@
+//! What survives an unmount and a kill -9 of the daemon.
+
+use crate::support::Mount;
+use std::fs;
+use std::io::Write;
+
+#[test]
+fn fsynced_data_survives_unmount_and_kill9() {
+    let mut m = Mount::new("commit_interval_ms=600000");
+    let mut f = fs::File::create(m.path("durable")).unwrap();
+    f.write_all(b"acknowledged").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    fs::create_dir(m.path("dir")).unwrap();
+    let d = fs::File::open(m.path("dir")).unwrap();
+    fs::write(m.path("dir/inside"), b"named").unwrap();
+    fs::File::open(m.path("dir/inside"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    d.sync_all().unwrap();
+    drop(d);
+    m.unmount();
+    m.assert_fsck_clean();
+    m.start();
+    assert_eq!(fs::read(m.path("durable")).unwrap(), b"acknowledged");
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(m.path("durable"))
+        .unwrap();
+    f.write_all(b" twice").unwrap();
+    f.sync_all().unwrap();
+    // Not fsynced: may or may not survive, but must not break anything.
+    fs::write(m.path("volatile"), b"maybe").unwrap();
+    m.kill9();
+    m.assert_fsck_clean();
+    m.start();
+    assert_eq!(fs::read(m.path("durable")).unwrap(), b"acknowledged twice");
+    assert_eq!(fs::read(m.path("dir/inside")).unwrap(), b"named");
+    if let Ok(v) = fs::read(m.path("volatile")) {
+        assert_eq!(v, b"maybe");
+    }
+    m.unmount();
+    m.assert_fsck_clean();
+}
+
+#[test]
+fn open_unlinked_file_is_reclaimed_after_kill9() {
+    let mut m = Mount::new("commit_interval_ms=600000");
+    let mut f = fs::File::create(m.path("victim")).unwrap();
+    f.write_all(&vec![1u8; 500_000]).unwrap();
+    fs::remove_file(m.path("victim")).unwrap();
+    f.sync_all().unwrap();
+    m.kill9();
+    drop(f);
+    m.start();
+    let stats = crate::support::churnfs(&["stats", m.mnt.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&stats.stdout);
+    assert!(
+        text.lines().any(|l| l == "recovered_unlinked 1"),
+        "stats:\n{text}"
+    );
+    m.unmount();
+    m.assert_fsck_clean();
+}

@@ -1,0 +1,11 @@
+//! Tests against a real FUSE mount of the `churnfs` binary.
+
+mod support;
+
+mod bad_input;
+mod corrupt_store;
+mod durability;
+mod enospc;
+mod kill9_churn;
+mod posix_basics;
+mod tools;

@@ -1,0 +1,240 @@
+//! A real churnfs mount for a test: a fresh store and mountpoint under /tmp,
+//! the daemon run in the foreground as our child (so a test can kill it),
+//! unmounted and reaped on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `churnfs` binary built beside this test.
+pub fn churnfs_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("CHURNFS_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().expect("own path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("churnfs");
+    assert!(
+        bin.is_file(),
+        "{} missing: build it first (cargo build -p churnfs)",
+        bin.display()
+    );
+    bin
+}
+
+pub fn churnfs(args: &[&str]) -> Output {
+    Command::new(churnfs_bin())
+        .args(args)
+        .output()
+        .expect("run churnfs")
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = mnt.to_string_lossy().to_string();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+pub struct Mount {
+    pub dir: tempfile::TempDir,
+    pub store: PathBuf,
+    pub mnt: PathBuf,
+    pub child: Option<Child>,
+    pub options: String,
+}
+
+impl Mount {
+    /// mkfs + mount with `options` (`-o` list, may be empty).
+    pub fn new(options: &str) -> Mount {
+        Mount::new_with(options, |_| {})
+    }
+
+    /// Like `new`, with `prepare(dir)` run first (e.g. to mount a small
+    /// tmpfs at `dir/store`).
+    pub fn new_with(options: &str, prepare: impl FnOnce(&Path)) -> Mount {
+        let dir = tempfile::Builder::new()
+            .prefix("churnfs-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        prepare(dir.path());
+        let store = dir.path().join("store");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let out = churnfs(&["mkfs", store.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "mkfs failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut m = Mount {
+            dir,
+            store,
+            mnt,
+            child: None,
+            options: options.to_string(),
+        };
+        m.start();
+        m
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    /// Starts the daemon and waits for the mount.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none());
+        let mut cmd = Command::new(churnfs_bin());
+        cmd.arg("mount").arg(&self.store).arg(&self.mnt);
+        if !self.options.is_empty() {
+            cmd.arg("-o").arg(&self.options);
+        }
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mount");
+        let start = Instant::now();
+        while !is_mounted(&self.mnt) {
+            if let Ok(Some(st)) = child.try_wait() {
+                let mut err = String::new();
+                use std::io::Read;
+                child.stderr.take().unwrap().read_to_string(&mut err).ok();
+                panic!("mount exited with {st}: {err}");
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "mount not ready after 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.child = Some(child);
+    }
+
+    /// Clean unmount; waits for the daemon to commit and exit 0.
+    pub fn unmount(&mut self) {
+        if self.child.is_none() {
+            return;
+        }
+        let start = Instant::now();
+        loop {
+            let st = Command::new("fusermount3")
+                .arg("-u")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+            if st.map(|s| s.success()).unwrap_or(false) || !is_mounted(&self.mnt) {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "unmount kept failing"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Only now is the daemon ours to reap: if anything above panics,
+        // Drop still detaches the mount and ends the daemon.
+        let mut child = self.child.take().expect("daemon child");
+        let st = wait_timeout(&mut child, Duration::from_secs(60))
+            .expect("daemon did not exit after unmount");
+        assert!(st.success(), "daemon exited with {st}");
+    }
+
+    /// Unmount and wait for the daemon, whatever its exit status.
+    pub fn unmount_any(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("mounted");
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg("-z")
+            .arg(&self.mnt)
+            .status();
+        wait_timeout(&mut child, Duration::from_secs(60))
+            .expect("daemon did not exit after unmount")
+    }
+
+    /// SIGKILL the daemon (a crash), then detach the dead mount.
+    pub fn kill9(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        child.kill().expect("kill -9");
+        let _ = child.wait();
+        let _ = Command::new("fusermount3")
+            .arg("-u")
+            .arg("-z")
+            .arg(&self.mnt)
+            .stderr(Stdio::null())
+            .status();
+        let start = Instant::now();
+        while is_mounted(&self.mnt) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "dead mount still listed"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn fsck(&self) -> Output {
+        churnfs(&["fsck", self.store.to_str().unwrap()])
+    }
+
+    pub fn assert_fsck_clean(&self) {
+        let out = self.fsck();
+        assert!(
+            out.status.success(),
+            "fsck found problems:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Runs a shell command with the mountpoint as working directory.
+    pub fn sh(&self, script: &str) -> Output {
+        let out = Command::new("sh")
+            .arg("-ec")
+            .arg(script)
+            .current_dir(&self.mnt)
+            .output()
+            .expect("sh");
+        assert!(
+            out.status.success(),
+            "`{script}` failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+}
+
+pub fn wait_timeout(child: &mut Child, d: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if start.elapsed() > d {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+            if wait_timeout(&mut child, Duration::from_secs(20)).is_none() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}

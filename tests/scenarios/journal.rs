@@ -1,0 +1,256 @@
+//! The journal: names that live and die between commits never reach the
+//! store, fsync is durable, unsynced work is lost whole or not at all, the
+//! committer commits on its own, and a failed store stops the engine.
+
+use churnfs_engine::{Engine, EngineError, Ino};
+use churnfs_tests::{
+    assert_err, fsck_clean, keys_of, pattern, small_config, stat, stored_name, Fs, CTX,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn short_lived_names_never_reach_the_store() {
+    let mut fs = Fs::new();
+    let d = fs.mkdir(Ino::ROOT, b"d");
+    fs.mkfile(d, b"old", b"stored");
+    fs.e().fsync().unwrap();
+    let before = fs.stat("names_never_stored");
+    // File and directory born and gone between two commits.
+    let tmp = fs.mkfile(d, b"tmp", &pattern(1, 100_000));
+    fs.e().unlink(d, b"tmp").unwrap();
+    let sub = fs.mkdir(d, b"sub");
+    fs.e().rmdir(d, b"sub").unwrap();
+    // A stored name removed, and one created and kept.
+    fs.e().unlink(d, b"old").unwrap();
+    fs.mkfile(d, b"kept", b"k");
+    fs.e().fsync().unwrap();
+    assert_eq!(fs.stat("names_never_stored") - before, 2);
+    assert!(!stored_name(&fs.store, d, b"tmp"));
+    assert!(!stored_name(&fs.store, d, b"sub"));
+    assert!(
+        !stored_name(&fs.store, d, b"old"),
+        "a removed name was left on the store"
+    );
+    assert!(stored_name(&fs.store, d, b"kept"));
+    assert_eq!(
+        keys_of(&fs.store, tmp),
+        vec![],
+        "a short-lived file's inode or blocks were stored"
+    );
+    assert_eq!(keys_of(&fs.store, sub), vec![]);
+    // The same name reused many times between commits costs nothing either.
+    for i in 0..50 {
+        let f = fs.mkfile(d, b"churn", &pattern(i, 10));
+        fs.e().unlink(d, b"churn").unwrap();
+        assert_err!(fs.e().getattr(f), EngineError::NotFound);
+    }
+    fs.e().fsync().unwrap();
+    assert!(!stored_name(&fs.store, d, b"churn"));
+    assert_eq!(fs.stat("names_never_stored") - before, 3);
+    fs.remount();
+    let names: Vec<_> = fs.names(d).into_iter().map(|n| n.0).collect();
+    assert_eq!(names, vec![b"kept".to_vec()]);
+    fs.fsck();
+}
+
+#[test]
+fn fsync_makes_everything_before_it_durable() {
+    let mut fs = Fs::new();
+    let d = fs.mkdir(Ino::ROOT, b"d");
+    let small = fs.mkfile(d, b"small", b"tiny");
+    let big_data = pattern(2, 300_000);
+    let big = fs.mkfile(d, b"big", &big_data);
+    fs.e().setxattr(big, b"user.x", b"y", 0).unwrap();
+    fs.e().fsync().unwrap();
+    fs.crash();
+    fs.fsck();
+    assert_eq!(fs.resolve("d/small").unwrap(), small);
+    assert_eq!(fs.read_all(small), b"tiny");
+    assert_eq!(fs.read_all(big), big_data);
+    assert_eq!(fs.e().getxattr(big, b"user.x").unwrap(), b"y");
+    // Changes to existing files, then fsync, then crash.
+    fs.e().write(small, 2, b"NY!").unwrap();
+    fs.e()
+        .rename(d, b"big", Ino::ROOT, b"moved", Default::default())
+        .unwrap();
+    fs.e().fsync().unwrap();
+    fs.crash();
+    fs.fsck();
+    assert_eq!(fs.read_all(small), b"tiNY!");
+    assert_eq!(fs.resolve("moved").unwrap(), big);
+    assert_err!(fs.resolve("d/big"), EngineError::NotFound);
+}
+
+#[test]
+fn unsynced_work_is_lost_whole_or_kept_intact() {
+    let fs = Fs::new();
+    let base = fs.mkfile(Ino::ROOT, b"base", b"synced");
+    fs.e().fsync().unwrap();
+    // Enough data to make the writer commit on its own (unsynced).
+    let data = pattern(3, 3 << 20);
+    let (attr, _fh) = fs.e().create(CTX, Ino::ROOT, b"new", 0o644).unwrap();
+    for (i, chunk) in data.chunks(200_000).enumerate() {
+        fs.e().write(attr.ino, (i * 200_000) as u64, chunk).unwrap();
+    }
+    let batches = fs.store.unsynced_batches();
+    assert!(
+        batches >= 2,
+        "expected throttled commits, got {batches} batches"
+    );
+    for keep in 0..=batches {
+        let store = Arc::new(fs.store.crash_copy(keep));
+        let e = Engine::mount(store.clone(), small_config()).unwrap();
+        let what = format!("keeping {keep} of {batches} batches");
+        match e.lookup(Ino::ROOT, b"new") {
+            Err(EngineError::NotFound) => assert_eq!(keep, 0, "{what}: the file vanished"),
+            Ok(a) => {
+                assert!(keep > 0, "{what}: file present without its batch");
+                let got = e.read(a.ino, 0, u32::MAX).unwrap();
+                assert_eq!(got.len() as u64, a.size, "{what}");
+                assert!(a.size > 0, "{what}: a batch holds data written before it");
+                assert!(
+                    got == data[..got.len()],
+                    "{what}: contents are not a prefix of what was written"
+                );
+            }
+            Err(other) => panic!("{what}: {other:?}"),
+        }
+        let b = e.lookup(Ino::ROOT, b"base").unwrap();
+        assert_eq!(b.ino, base);
+        assert_eq!(e.read(base, 0, 100).unwrap(), b"synced", "{what}");
+        e.shutdown().unwrap();
+        fsck_clean(&*store);
+    }
+}
+
+#[test]
+fn fsync_with_nothing_to_write_does_not_sync() {
+    let fs = Fs::new();
+    fs.mkfile(Ino::ROOT, b"f", b"x");
+    fs.e().fsync().unwrap();
+    let syncs = fs.stat("commit_syncs");
+    assert!(syncs >= 1);
+    fs.e().fsync().unwrap();
+    fs.e().getattr(Ino::ROOT).unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(
+        fs.stat("commit_syncs"),
+        syncs,
+        "a clean fsync synced the store"
+    );
+    assert_eq!(fs.stat("fsync_requests"), 3);
+}
+
+#[test]
+fn the_committer_commits_without_fsync() {
+    let mut cfg = small_config();
+    cfg.commit_interval_ms = 20;
+    let mut fs = Fs::with_config(cfg);
+    let f = fs.mkfile(Ino::ROOT, b"f", b"periodic");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs.stat("commit_syncs") == 0 || fs.store.unsynced_batches() > 0 {
+        assert!(Instant::now() < deadline, "no periodic commit within 20 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    fs.crash();
+    assert_eq!(fs.read_all(f), b"periodic");
+    fs.fsck();
+}
+
+#[test]
+fn a_failed_store_stops_the_engine() {
+    let mut fs = Fs::new();
+    let kept = fs.mkfile(Ino::ROOT, b"kept", b"durable");
+    fs.e().fsync().unwrap();
+    fs.mkfile(Ino::ROOT, b"lost", b"not durable");
+    fs.store.set_fail_writes(true);
+    assert!(
+        fs.e().fsync().is_err(),
+        "fsync succeeded on a failing store"
+    );
+    assert!(fs.e().is_stopped());
+    assert_eq!(fs.stat("engine_stopped"), 1);
+    assert_err!(fs.e().getattr(Ino::ROOT), EngineError::Stopped);
+    assert_err!(fs.e().lookup(Ino::ROOT, b"kept"), EngineError::Stopped);
+    assert_err!(fs.e().read(kept, 0, 10), EngineError::Stopped);
+    assert_err!(fs.e().write(kept, 0, b"x"), EngineError::Stopped);
+    assert_err!(
+        fs.e().create(CTX, Ino::ROOT, b"n", 0o644),
+        EngineError::Stopped
+    );
+    assert_err!(
+        fs.e().mkdir(CTX, Ino::ROOT, b"n", 0o755),
+        EngineError::Stopped
+    );
+    assert_err!(fs.e().unlink(Ino::ROOT, b"kept"), EngineError::Stopped);
+    assert_err!(
+        fs.e().readdir(Ino::ROOT, 0, false, &mut |_| true),
+        EngineError::Stopped
+    );
+    assert_err!(
+        fs.e().setxattr(kept, b"user.a", b"b", 0),
+        EngineError::Stopped
+    );
+    assert_err!(fs.e().fsync(), EngineError::Stopped);
+    // Still stopped once the device works again: only a remount recovers.
+    fs.store.set_fail_writes(false);
+    assert_err!(fs.e().getattr(kept), EngineError::Stopped);
+    assert!(
+        fs.e().shutdown().is_err(),
+        "shutdown of a stopped engine claimed success"
+    );
+    fs.engine = Engine::mount(fs.store.clone(), fs.cfg.clone()).unwrap();
+    fs.fsck();
+    assert_eq!(fs.read_all(kept), b"durable");
+    assert_err!(fs.e().lookup(Ino::ROOT, b"lost"), EngineError::NotFound);
+    assert_eq!(stat(&fs.engine, "engine_stopped"), 0);
+    // And the remounted engine writes again.
+    fs.mkfile(Ino::ROOT, b"after", b"ok");
+    fs.e().fsync().unwrap();
+    fs.crash();
+    assert_eq!(fs.read_all(fs.ino(Ino::ROOT, b"after").unwrap()), b"ok");
+    fs.fsck();
+}
+
+#[test]
+fn concurrent_fsyncs_are_all_durable() {
+    let mut fs = Fs::new();
+    let threads = 4;
+    let files = 40;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let e = fs.engine.clone();
+            s.spawn(move || {
+                let dir = e
+                    .mkdir(CTX, Ino::ROOT, format!("t{t}").as_bytes(), 0o755)
+                    .unwrap()
+                    .ino;
+                for i in 0..files {
+                    let (a, _) = e
+                        .create(CTX, dir, format!("f{i}").as_bytes(), 0o644)
+                        .unwrap();
+                    e.write(a.ino, 0, &pattern(t * 1000 + i, 100 + 997 * i as usize))
+                        .unwrap();
+                    e.fsync().unwrap();
+                    e.release(a.ino).unwrap();
+                    e.forget(a.ino, 1);
+                }
+            });
+        }
+    });
+    assert_eq!(fs.stat("fsync_requests"), threads * files);
+    fs.crash();
+    fs.fsck();
+    for t in 0..threads {
+        for i in 0..files {
+            let ino = fs
+                .resolve(&format!("t{t}/f{i}"))
+                .unwrap_or_else(|e| panic!("t{t}/f{i} lost after its fsync returned: {e:?}"));
+            assert!(
+                fs.read_all(ino) == pattern(t * 1000 + i, 100 + 997 * i as usize),
+                "t{t}/f{i}"
+            );
+        }
+    }
+}

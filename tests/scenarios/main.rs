@@ -1,0 +1,10 @@
+mod bad_store;
+mod crash;
+mod data;
+mod hardlinks;
+mod journal;
+mod model;
+mod namespace;
+mod rename;
+mod unlink_while_open;
+mod xattrs;

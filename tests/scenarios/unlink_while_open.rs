@@ -1,0 +1,170 @@
+//! Files unlinked while open: readable and writable through the handle, gone
+//! at last release and FORGET, and reclaimed by recovery after a crash.
+
+use churnfs_engine::{EngineError, Ino};
+use churnfs_tests::{assert_err, keys_of, pattern, Fs, CTX};
+
+/// Creates `name` holding `len` bytes, fsynced, and keeps it open and known
+/// to the kernel (one handle, one lookup reference).
+fn open_file(fs: &Fs, name: &[u8], len: usize) -> (Ino, Vec<u8>) {
+    let data = pattern(len as u64, len);
+    let (attr, _fh) = fs.e().create(CTX, Ino::ROOT, name, 0o644).unwrap();
+    fs.e().write(attr.ino, 0, &data).unwrap();
+    fs.e().fsync().unwrap();
+    (attr.ino, data)
+}
+
+#[test]
+fn data_stays_readable_until_release_and_forget() {
+    for release_first in [true, false] {
+        let fs = Fs::new();
+        let (f, data) = open_file(&fs, b"f", 100_000);
+        fs.e().unlink(Ino::ROOT, b"f").unwrap();
+        assert_err!(fs.e().lookup(Ino::ROOT, b"f"), EngineError::NotFound);
+        assert!(fs.names(Ino::ROOT).is_empty());
+        assert_eq!(fs.e().getattr(f).unwrap().nlink, 0);
+        assert_eq!(fs.stat("unlinked_inodes"), 1);
+        assert_eq!(fs.read_all(f), data);
+        // Still writable, and survives a commit in that state.
+        fs.e().write(f, 100_000, b"tail").unwrap();
+        fs.e().fsync().unwrap();
+        let mut grown = data.clone();
+        grown.extend_from_slice(b"tail");
+        assert_eq!(fs.read_all(f), grown);
+        fs.fsck();
+        if release_first {
+            fs.e().release(f).unwrap();
+            assert!(
+                fs.e().getattr(f).is_ok(),
+                "the kernel still knows the inode"
+            );
+            fs.e().forget(f, 1);
+        } else {
+            fs.e().forget(f, 1);
+            assert!(fs.e().getattr(f).is_ok(), "the file is still open");
+            fs.e().release(f).unwrap();
+        }
+        assert_err!(fs.e().getattr(f), EngineError::NotFound);
+        assert_eq!(fs.stat("unlinked_inodes"), 0);
+        assert_eq!(fs.stat("unlinked_freed"), 1);
+        fs.e().fsync().unwrap();
+        assert_eq!(
+            keys_of(&fs.store, f),
+            vec![],
+            "release_first {release_first}"
+        );
+        fs.fsck();
+    }
+}
+
+#[test]
+fn crash_while_open_and_unlinked_is_reclaimed_at_mount() {
+    let mut fs = Fs::new();
+    let keep = fs.mkfile(Ino::ROOT, b"keep", b"kept");
+    let (f, _) = open_file(&fs, b"f", 150_000);
+    assert!(
+        keys_of(&fs.store, f).len() > 2,
+        "blocks of the file are stored"
+    );
+    fs.e().unlink(Ino::ROOT, b"f").unwrap();
+    fs.e().fsync().unwrap();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 1);
+    assert_eq!(
+        keys_of(&fs.store, f),
+        vec![],
+        "recovery left records of {f}"
+    );
+    assert_err!(fs.e().getattr(f), EngineError::NotFound);
+    assert_eq!(fs.read_all(keep), b"kept");
+    fs.fsck();
+    // Recovery was durable: another crash finds nothing more to do.
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 0);
+    fs.fsck();
+}
+
+#[test]
+fn crash_before_the_unlink_was_committed_keeps_the_file() {
+    let mut fs = Fs::new();
+    let (f, data) = open_file(&fs, b"f", 5_000);
+    fs.e().unlink(Ino::ROOT, b"f").unwrap();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 0);
+    assert_eq!(fs.ino(Ino::ROOT, b"f").unwrap(), f);
+    assert_eq!(fs.read_all(f), data);
+    fs.fsck();
+}
+
+#[test]
+fn unmount_with_open_unlinked_files_reclaims_them_at_next_mount() {
+    let mut fs = Fs::new();
+    // More than one recovery batch.
+    let n = 300;
+    let mut inos = Vec::new();
+    for i in 0..n {
+        let (attr, _) = fs
+            .e()
+            .create(CTX, Ino::ROOT, format!("t{i}").as_bytes(), 0o600)
+            .unwrap();
+        fs.e().write(attr.ino, 0, &pattern(i, 3000)).unwrap();
+        fs.e()
+            .unlink(Ino::ROOT, format!("t{i}").as_bytes())
+            .unwrap();
+        inos.push(attr.ino);
+    }
+    assert_eq!(fs.stat("unlinked_inodes"), n);
+    fs.remount();
+    assert_eq!(fs.stat("recovered_unlinked"), n);
+    for ino in inos {
+        assert_eq!(keys_of(&fs.store, ino), vec![]);
+    }
+    assert!(fs.names(Ino::ROOT).is_empty());
+    fs.fsck();
+}
+
+#[test]
+fn a_closed_file_leaves_no_unlinked_record() {
+    let mut fs = Fs::new();
+    let f = fs.mkfile(Ino::ROOT, b"f", b"x");
+    fs.e().unlink(Ino::ROOT, b"f").unwrap();
+    assert_err!(fs.e().getattr(f), EngineError::NotFound);
+    assert_eq!(fs.stat("unlinked_inodes"), 0);
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 0);
+    fs.fsck();
+}
+
+#[test]
+fn removed_directory_still_known_to_the_kernel() {
+    let mut fs = Fs::new();
+    let d = fs.e().mkdir(CTX, Ino::ROOT, b"d", 0o755).unwrap().ino;
+    fs.e().fsync().unwrap();
+    fs.e().rmdir(Ino::ROOT, b"d").unwrap();
+    // The kernel still holds `d`; nothing can be made in it.
+    assert_eq!(fs.e().getattr(d).unwrap().nlink, 0);
+    assert_err!(fs.e().create(CTX, d, b"f", 0o644), EngineError::NotFound);
+    assert_err!(fs.e().mkdir(CTX, d, b"s", 0o755), EngineError::NotFound);
+    assert_err!(fs.e().lookup(d, b"x"), EngineError::NotFound);
+    assert_err!(
+        fs.e().readdir(d, 0, false, &mut |_| true),
+        EngineError::NotFound
+    );
+    assert_eq!(fs.stat("unlinked_inodes"), 1);
+    fs.e().fsync().unwrap();
+    fs.fsck();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 1);
+    assert_eq!(keys_of(&fs.store, d), vec![]);
+    fs.fsck();
+    // Without a crash, FORGET frees it.
+    let d = fs.e().mkdir(CTX, Ino::ROOT, b"d", 0o755).unwrap().ino;
+    fs.e().rmdir(Ino::ROOT, b"d").unwrap();
+    fs.e().forget(d, 1);
+    assert_err!(fs.e().getattr(d), EngineError::NotFound);
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, d), vec![]);
+    fs.fsck();
+}
