@@ -18,6 +18,15 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
+# The permission tests and pjdfstest switch to the users `nobody` and `tests`.
+if ! id tests >/dev/null 2>&1; then
+  if [ "$(id -u)" -eq 0 ]; then
+    useradd -M -s /usr/sbin/nologin tests
+  else
+    echo "install-deps: user 'tests' is missing (sudo useradd -M -s /usr/sbin/nologin tests)" >&2
+  fi
+fi
+
 if [ ! -e /dev/fuse ]; then
   echo "install-deps: /dev/fuse is missing; load the fuse module (modprobe fuse)" >&2
   exit 1

@@ -40,9 +40,12 @@ fn kill9_during_churn_loses_no_fsynced_file() {
     // name → contents, for every file whose fsync returned and that is still meant to exist.
     let durable: Arc<Mutex<BTreeMap<String, Vec<u8>>>> = Arc::default();
     for round in 0..ROUNDS {
+        // Files go into a subdirectory, so that a write racing the kill
+        // cannot land in the bare mountpoint once the mount is detached.
+        let _ = fs::create_dir(m.path("w"));
         let stop = Arc::new(AtomicBool::new(false));
         let writer = {
-            let (stop, durable, mnt) = (stop.clone(), durable.clone(), m.mnt.clone());
+            let (stop, durable, mnt) = (stop.clone(), durable.clone(), m.path("w"));
             std::thread::spawn(move || {
                 let mut i = 0u32;
                 while !stop.load(Ordering::Relaxed) {
@@ -78,7 +81,7 @@ fn kill9_during_churn_loses_no_fsynced_file() {
         m.assert_fsck_clean();
         m.start();
         for (name, data) in durable.lock().unwrap().iter() {
-            let got = fs::read(m.path(name))
+            let got = fs::read(m.path("w").join(name))
                 .unwrap_or_else(|e| panic!("seed {seed} round {round}: {name} lost: {e}"));
             assert!(got == *data, "seed {seed} round {round}: {name} changed");
         }

@@ -7,5 +7,6 @@ mod corrupt_store;
 mod durability;
 mod enospc;
 mod kill9_churn;
+mod permissions;
 mod posix_basics;
 mod tools;

@@ -1,0 +1,162 @@
+//! Permissions seen by unprivileged users on an `allow_other` mount: the
+//! kernel checks modes (`default_permissions`) against the attributes the
+//! engine keeps; the sticky bit protects a shared spool; a write by an
+//! unprivileged user clears setuid/setgid; setgid directories pass on their group.
+
+use crate::support::Mount;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::process::{Command, Output};
+
+const NOBODY: u32 = 65534;
+
+fn uid_of(user: &str) -> u32 {
+    let out = Command::new("id").arg("-u").arg(user).output().unwrap();
+    assert!(
+        out.status.success(),
+        "user {user} missing: scripts/install-deps.sh creates it"
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Runs `script` with `sh` as the user `uid` (its own group, no others).
+fn as_user(uid: u32, dir: &std::path::Path, script: &str) -> Output {
+    Command::new("setpriv")
+        .args([
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".into(),
+        ])
+        .args(["sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn denied(o: &Output, what: &str, needle: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{what} was allowed");
+    assert!(
+        err.contains(needle),
+        "{what}: expected {needle:?}, got {err}"
+    );
+}
+
+#[test]
+fn unprivileged_users_get_eacces_eperm_and_the_sticky_bit() {
+    let tests = uid_of("tests");
+    let m = Mount::new("allow_other");
+    fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o755)).unwrap();
+    let root_dir = m.mnt.clone();
+
+    // EACCES on a private file and directory.
+    fs::write(m.path("secret"), b"root only").unwrap();
+    fs::set_permissions(m.path("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(m.path("private")).unwrap();
+    fs::set_permissions(m.path("private"), fs::Permissions::from_mode(0o700)).unwrap();
+    denied(
+        &as_user(NOBODY, &root_dir, "cat secret"),
+        "read of a 0600 file",
+        "Permission denied",
+    );
+    denied(
+        &as_user(NOBODY, &root_dir, "ls private"),
+        "listing a 0700 dir",
+        "Permission denied",
+    );
+    denied(
+        &as_user(NOBODY, &root_dir, "touch newfile"),
+        "create in a 0755 root-owned dir",
+        "Permission denied",
+    );
+    // EPERM: chmod and chown of someone else's file.
+    denied(
+        &as_user(NOBODY, &root_dir, "chmod 777 secret"),
+        "chmod by a non-owner",
+        "Operation not permitted",
+    );
+    denied(
+        &as_user(NOBODY, &root_dir, "chown nobody secret"),
+        "chown by a non-root user",
+        "Operation not permitted",
+    );
+
+    // A shared spool: 1777. Users can add files but not remove each other's.
+    fs::create_dir(m.path("spool")).unwrap();
+    fs::set_permissions(m.path("spool"), fs::Permissions::from_mode(0o1777)).unwrap();
+    let spool = m.path("spool");
+    ok(
+        &as_user(tests, &spool, "echo job > job.tests && chmod 666 job.tests"),
+        "tests queues a job",
+    );
+    ok(
+        &as_user(NOBODY, &spool, "echo job > job.nobody"),
+        "nobody queues a job",
+    );
+    denied(
+        &as_user(NOBODY, &spool, "rm -f job.tests"),
+        "removing another user's job",
+        "Operation not permitted",
+    );
+    denied(
+        &as_user(NOBODY, &spool, "mv job.tests stolen"),
+        "renaming another user's job",
+        "Operation not permitted",
+    );
+    ok(
+        &as_user(NOBODY, &spool, "echo more >> job.tests"),
+        "writing a 0666 file in the spool",
+    );
+    ok(
+        &as_user(tests, &spool, "rm job.tests"),
+        "owner removes its own job",
+    );
+    fs::remove_file(spool.join("job.nobody")).unwrap();
+    assert_eq!(fs::read_dir(&spool).unwrap().count(), 0);
+    drop(m);
+}
+
+#[test]
+fn write_by_unprivileged_user_clears_setuid_and_setgid() {
+    let tests = uid_of("tests");
+    let m = Mount::new("allow_other");
+    fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o755)).unwrap();
+    let p = m.path("tool");
+    fs::write(&p, b"#!/bin/sh\n").unwrap();
+    std::os::unix::fs::chown(&p, Some(tests), Some(tests)).unwrap();
+    fs::set_permissions(&p, fs::Permissions::from_mode(0o6777)).unwrap();
+    assert_eq!(fs::metadata(&p).unwrap().mode() & 0o7777, 0o6777);
+    ok(
+        &as_user(NOBODY, &m.mnt, "echo appended >> tool"),
+        "nobody writes a 0777 file",
+    );
+    let mode = fs::metadata(&p).unwrap().mode() & 0o7777;
+    assert_eq!(
+        mode & 0o6000,
+        0,
+        "setuid/setgid survived a write by another user: {mode:o}"
+    );
+    assert_eq!(fs::read(&p).unwrap(), b"#!/bin/sh\nappended\n");
+
+    // setgid directory: new entries take its group; new subdirectories keep g+s.
+    fs::create_dir(m.path("shared")).unwrap();
+    std::os::unix::fs::chown(m.path("shared"), None, Some(tests)).unwrap();
+    fs::set_permissions(m.path("shared"), fs::Permissions::from_mode(0o2777)).unwrap();
+    ok(
+        &as_user(NOBODY, &m.path("shared"), "touch f && mkdir d"),
+        "nobody creates in a setgid dir",
+    );
+    assert_eq!(fs::metadata(m.path("shared/f")).unwrap().gid(), tests);
+    let d = fs::metadata(m.path("shared/d")).unwrap();
+    assert_eq!(d.gid(), tests);
+    assert_ne!(d.mode() & 0o2000, 0, "subdirectory lost setgid");
+    drop(m);
+}
