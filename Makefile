@@ -6,7 +6,7 @@ STORE ?= $(HOME)/.local/share/churnfs/default
 MNT ?= /tmp/churnfs
 BIN := $(CARGO_TARGET_DIR)/release/churnfs
 
-.PHONY: deps build mount unmount test lint unit conformance fmt
+.PHONY: deps build mount unmount test lint unit conformance crash-long fmt
 
 deps:
 	@scripts/install-deps.sh
@@ -39,6 +39,11 @@ conformance: build
 	tests/conformance/run.sh
 
 test: deps lint unit conformance
+
+# The seeded crash simulation at length (not part of `make test`).
+CRASH_SEEDS ?= 10000
+crash-long:
+	CHURNFS_CRASH_SEEDS=$(CRASH_SEEDS) cargo test --release -p churnfs-tests --test scenarios crash -- --nocapture
 
 # Benchmarks (never part of `make test`): workloads × targets, report and plots
 # in bench/results/<date>-<size>.md. SIZE=tiny|quick|reference|long;

@@ -83,7 +83,9 @@ pub struct Engine {
     pub(crate) stopped: AtomicBool,
     pub(crate) next_fh: AtomicU64,
     pub(crate) cfg: EngineConfig,
-    pub(crate) wake: (Mutex<bool>, Condvar),
+    /// Set to stop the committer; shared with its thread, which holds no
+    /// strong reference to the engine while it waits.
+    pub(crate) wake: Arc<(Mutex<bool>, Condvar)>,
     pub(crate) committer: Mutex<Option<JoinHandle<()>>>,
 }
 

@@ -292,16 +292,17 @@ impl Engine {
             stopped: AtomicBool::new(false),
             next_fh: AtomicU64::new(1),
             cfg,
-            wake: (Mutex::new(false), Condvar::new()),
+            wake: Arc::new((Mutex::new(false), Condvar::new())),
             committer: Mutex::new(None),
         });
         // The root is always known to the kernel.
         engine.lock()?.inode(Ino::ROOT)?;
         let weak = Arc::downgrade(&engine);
         let interval = engine.commit_interval();
+        let wake = engine.wake.clone();
         let handle = std::thread::Builder::new()
             .name("churnfs-commit".into())
-            .spawn(move || committer(weak, interval))
+            .spawn(move || committer(weak, wake, interval))
             .map_err(|e| EngineError::Store(e.into()))?;
         *engine.committer.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(engine)
@@ -310,7 +311,7 @@ impl Engine {
     /// Commits everything and stops the committer (unmount).
     pub fn shutdown(&self) -> Result<()> {
         {
-            let (m, cv) = &self.wake;
+            let (m, cv) = &*self.wake;
             *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
             cv.notify_all();
         }
@@ -411,12 +412,17 @@ impl Engine {
     }
 }
 
-/// The committer thread: one commit per interval until shutdown.
-fn committer(engine: std::sync::Weak<Engine>, interval: Duration) {
+/// The committer thread: one commit per interval until shutdown. It holds
+/// the engine only while committing, so an engine dropped without
+/// `shutdown` goes away at once.
+fn committer(
+    engine: std::sync::Weak<Engine>,
+    wake: Arc<(Mutex<bool>, Condvar)>,
+    interval: Duration,
+) {
     loop {
-        let Some(e) = engine.upgrade() else { return };
         {
-            let (m, cv) = &e.wake;
+            let (m, cv) = &*wake;
             let g = m.lock().unwrap_or_else(|p| p.into_inner());
             let (g, _) = cv
                 .wait_timeout_while(g, interval, |stop| !*stop)
@@ -425,6 +431,7 @@ fn committer(engine: std::sync::Weak<Engine>, interval: Duration) {
                 return;
             }
         }
+        let Some(e) = engine.upgrade() else { return };
         if e.is_stopped() {
             return;
         }
