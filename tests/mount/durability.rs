@@ -63,3 +63,28 @@ fn open_unlinked_file_is_reclaimed_after_kill9() {
     m.unmount();
     m.assert_fsck_clean();
 }
+
+/// SIGTERM (and SIGINT) end the daemon cleanly: everything is committed and
+/// the filesystem unmounted, with no fsync before.
+#[test]
+fn sigterm_and_sigint_commit_and_unmount() {
+    let mut m = Mount::new("commit_interval_ms=600000");
+    for (i, sig) in [libc::SIGTERM, libc::SIGINT].into_iter().enumerate() {
+        let name = format!("unsynced{i}");
+        fs::write(m.path(&name), b"committed at unmount").unwrap();
+        let mut child = m.child.take().unwrap();
+        // SAFETY: signalling our own child by its PID.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+        let st = crate::support::wait_timeout(&mut child, std::time::Duration::from_secs(30))
+            .expect("daemon did not exit on the signal");
+        assert!(st.success(), "daemon exited with {st} on signal {sig}");
+        assert!(
+            !crate::support::is_mounted(&m.mnt),
+            "still mounted after signal {sig}"
+        );
+        m.assert_fsck_clean();
+        m.start();
+        assert_eq!(fs::read(m.path(&name)).unwrap(), b"committed at unmount");
+    }
+    m.unmount();
+}

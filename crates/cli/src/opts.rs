@@ -15,6 +15,9 @@ Mount options (-o key=value,...; defaults in brackets):
   dirty_bytes_max=N        dirty file data before writers are pushed back [268435456]
   entry_ttl_ms=N           how long the kernel trusts a name [1000]
   attr_ttl_ms=N            how long the kernel trusts attributes [1000]
+  negative_ttl_ms=N        how long the kernel trusts that a name is missing [1000]
+  kernel_negative_max=N    negative dentries the kernel may keep for this mount;
+                           beyond it the oldest are invalidated (0: no limit) [10000]
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
   writeback_cache=0|1      kernel writeback cache [1]
   allow_other              let every user reach the mount (permissions are checked by the kernel)";
@@ -51,6 +54,8 @@ impl MountOpts {
                 "dirty_bytes_max" => o.engine.dirty_bytes_max = num(k, v)?.max(1 << 20),
                 "entry_ttl_ms" => o.adapter.entry_ttl = Duration::from_millis(num(k, v)?),
                 "attr_ttl_ms" => o.adapter.attr_ttl = Duration::from_millis(num(k, v)?),
+                "negative_ttl_ms" => o.adapter.negative_ttl = Duration::from_millis(num(k, v)?),
+                "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
                 "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
                 "allow_other" if v.is_none() => o.adapter.allow_other = true,

@@ -5,14 +5,19 @@
 
 mod convert;
 pub mod errno;
+pub mod negative;
 
-use churnfs_engine::{Ctx, Engine, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime};
+use churnfs_engine::stats::Stats;
+use churnfs_engine::{
+    Ctx, Engine, EngineError, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
+};
 use fuser::{
     AccessFlags, Config, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
     ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
+use negative::KernelNegatives;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -28,6 +33,12 @@ pub struct AdapterConfig {
     pub entry_ttl: Duration,
     /// How long the kernel may trust attributes.
     pub attr_ttl: Duration,
+    /// How long the kernel may trust that a name does not exist (0: ask
+    /// every time).
+    pub negative_ttl: Duration,
+    /// Most negative dentries the kernel may keep for this mount; beyond it
+    /// the oldest are invalidated (0: no limit).
+    pub kernel_negative_max: usize,
     /// Ask for the kernel's writeback cache (writes gathered in the page cache).
     pub writeback_cache: bool,
     /// Worker threads, each reading its own cloned /dev/fuse descriptor.
@@ -44,6 +55,8 @@ impl Default for AdapterConfig {
         AdapterConfig {
             entry_ttl: Duration::from_secs(1),
             attr_ttl: Duration::from_secs(1),
+            negative_ttl: Duration::from_secs(1),
+            kernel_negative_max: 10_000,
             writeback_cache: true,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -58,6 +71,8 @@ impl Default for AdapterConfig {
 pub struct Adapter {
     engine: Arc<Engine>,
     cfg: AdapterConfig,
+    stats: Arc<Stats>,
+    negatives: Arc<KernelNegatives>,
 }
 
 const GEN: Generation = Generation(0);
@@ -83,7 +98,40 @@ fn set_time(t: TimeOrNow) -> SetTime {
 
 impl Adapter {
     pub fn new(engine: Arc<Engine>, cfg: AdapterConfig) -> Adapter {
-        Adapter { engine, cfg }
+        let stats = engine.stats_handle();
+        let negatives = Arc::new(KernelNegatives::new(cfg.kernel_negative_max, stats.clone()));
+        Adapter {
+            engine,
+            cfg,
+            stats,
+            negatives,
+        }
+    }
+
+    /// The keeper of the kernel's negative-dentry budget; `start` it with the
+    /// session's notifier once the session exists.
+    pub fn negatives(&self) -> Arc<KernelNegatives> {
+        self.negatives.clone()
+    }
+
+    /// Replies to a lookup that found nothing: a negative entry the kernel
+    /// may keep for `negative_ttl` (counted against the budget), or ENOENT.
+    fn negative(&self, reply: ReplyEntry, parent: INodeNo, name: &OsStr) {
+        self.negatives.note(parent.0, name.as_bytes());
+        if self.cfg.negative_ttl.is_zero() {
+            reply.error(fuser::Errno::ENOENT);
+            return;
+        }
+        // Node id 0 is the protocol's negative entry.
+        let attr = convert::negative_attr();
+        reply.entry_with_ttls(&Duration::ZERO, &self.cfg.negative_ttl, &attr, GEN);
+    }
+
+    /// A name was created: the kernel's dentry for it is positive now.
+    fn created(&self, parent: INodeNo, name: &OsStr, ok: bool) {
+        if ok {
+            self.negatives.forget_name(parent.0, name.as_bytes());
+        }
     }
 
     fn entry(&self, reply: ReplyEntry, r: churnfs_engine::Result<churnfs_engine::Attr>) {
@@ -137,13 +185,19 @@ pub fn fuser_config(cfg: &AdapterConfig) -> Config {
 }
 
 /// Mounts `engine` at `mountpoint`; the returned session serves it when run.
+/// The side thread that keeps the kernel's negative dentries within their
+/// budget starts here, with the session's notifier.
 pub fn session(
     engine: Arc<Engine>,
     mountpoint: &Path,
     cfg: AdapterConfig,
 ) -> std::io::Result<fuser::Session<Adapter>> {
     let config = fuser_config(&cfg);
-    fuser::Session::new(Adapter::new(engine, cfg), mountpoint, &config)
+    let adapter = Adapter::new(engine, cfg);
+    let negatives = adapter.negatives();
+    let session = fuser::Session::new(adapter, mountpoint, &config)?;
+    negatives.start(session.notifier())?;
+    Ok(session)
 }
 
 impl Filesystem for Adapter {
@@ -165,14 +219,20 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.entry(reply, self.engine.lookup(ino(parent), name.as_bytes()));
+        Stats::inc(&self.stats.op_lookup);
+        match self.engine.lookup(ino(parent), name.as_bytes()) {
+            Err(EngineError::NotFound) => self.negative(reply, parent, name),
+            r => self.entry(reply, r),
+        }
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
+        Stats::inc(&self.stats.op_forget);
         self.engine.forget(ino(i), nlookup);
     }
 
     fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        Stats::inc(&self.stats.op_getattr);
         match self.engine.getattr(ino(i)) {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -197,6 +257,7 @@ impl Filesystem for Adapter {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        Stats::inc(&self.stats.op_setattr);
         let set = SetAttr {
             mode,
             uid,
@@ -213,6 +274,7 @@ impl Filesystem for Adapter {
     }
 
     fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
+        Stats::inc(&self.stats.op_readlink);
         match self.engine.readlink(ino(i)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -229,11 +291,12 @@ impl Filesystem for Adapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.entry(
-            reply,
-            self.engine
-                .mknod(ctx(req), ino(parent), name.as_bytes(), mode, rdev),
-        );
+        Stats::inc(&self.stats.op_mknod);
+        let r = self
+            .engine
+            .mknod(ctx(req), ino(parent), name.as_bytes(), mode, rdev);
+        self.created(parent, name, r.is_ok());
+        self.entry(reply, r);
     }
 
     fn mkdir(
@@ -245,19 +308,30 @@ impl Filesystem for Adapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        self.entry(
-            reply,
-            self.engine
-                .mkdir(ctx(req), ino(parent), name.as_bytes(), mode),
-        );
+        Stats::inc(&self.stats.op_mkdir);
+        let r = self
+            .engine
+            .mkdir(ctx(req), ino(parent), name.as_bytes(), mode);
+        self.created(parent, name, r.is_ok());
+        self.entry(reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Self::empty(reply, self.engine.unlink(ino(parent), name.as_bytes()));
+        Stats::inc(&self.stats.op_unlink);
+        let r = self.engine.unlink(ino(parent), name.as_bytes());
+        if r.is_ok() {
+            self.negatives.note(parent.0, name.as_bytes());
+        }
+        Self::empty(reply, r);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Self::empty(reply, self.engine.rmdir(ino(parent), name.as_bytes()));
+        Stats::inc(&self.stats.op_rmdir);
+        let r = self.engine.rmdir(ino(parent), name.as_bytes());
+        if r.is_ok() {
+            self.negatives.note(parent.0, name.as_bytes());
+        }
+        Self::empty(reply, r);
     }
 
     fn symlink(
@@ -268,12 +342,13 @@ impl Filesystem for Adapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        Stats::inc(&self.stats.op_symlink);
         let target = target.as_os_str().as_bytes();
-        self.entry(
-            reply,
-            self.engine
-                .symlink(ctx(req), ino(parent), link_name.as_bytes(), target),
-        );
+        let r = self
+            .engine
+            .symlink(ctx(req), ino(parent), link_name.as_bytes(), target);
+        self.created(parent, link_name, r.is_ok());
+        self.entry(reply, r);
     }
 
     fn rename(
@@ -286,6 +361,7 @@ impl Filesystem for Adapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_rename);
         if flags.contains(RenameFlags::RENAME_WHITEOUT) {
             reply.error(fuser::Errno::EINVAL);
             return;
@@ -301,6 +377,12 @@ impl Filesystem for Adapter {
             newname.as_bytes(),
             f,
         );
+        if r.is_ok() {
+            self.created(newparent, newname, true);
+            if !f.exchange {
+                self.negatives.note(parent.0, name.as_bytes());
+            }
+        }
         Self::empty(reply, r);
     }
 
@@ -312,13 +394,14 @@ impl Filesystem for Adapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.entry(
-            reply,
-            self.engine.link(ino(i), ino(newparent), newname.as_bytes()),
-        );
+        Stats::inc(&self.stats.op_link);
+        let r = self.engine.link(ino(i), ino(newparent), newname.as_bytes());
+        self.created(newparent, newname, r.is_ok());
+        self.entry(reply, r);
     }
 
     fn open(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        Stats::inc(&self.stats.op_open);
         match self.engine.open(ino(i)) {
             Ok(fh) => reply.opened(FileHandle(fh.0), self.open_flags()),
             Err(e) => reply.error(errno(&e)),
@@ -336,6 +419,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        Stats::inc(&self.stats.op_read);
         match self.engine.read(ino(i), offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -354,6 +438,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        Stats::inc(&self.stats.op_write);
         match self.engine.write(ino(i), offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
@@ -368,6 +453,7 @@ impl Filesystem for Adapter {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_flush);
         // Dirty pages reach us as writes before flush; durability is fsync's job.
         reply.ok();
     }
@@ -382,6 +468,7 @@ impl Filesystem for Adapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_release);
         Self::empty(reply, self.engine.release(ino(i)));
     }
 
@@ -393,10 +480,12 @@ impl Filesystem for Adapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_fsync);
         Self::empty(reply, self.engine.fsync());
     }
 
     fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        Stats::inc(&self.stats.op_opendir);
         match self.engine.opendir(ino(i)) {
             Ok(fh) => reply.opened(FileHandle(fh.0), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
@@ -411,6 +500,7 @@ impl Filesystem for Adapter {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        Stats::inc(&self.stats.op_readdir);
         let r = self.engine.readdir(ino(i), offset, false, &mut |e| {
             !reply.add(
                 INodeNo(e.ino.0),
@@ -433,6 +523,7 @@ impl Filesystem for Adapter {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        Stats::inc(&self.stats.op_readdirplus);
         let ttl = self.cfg.entry_ttl;
         let r = self.engine.readdir(ino(i), offset, true, &mut |e| {
             let Some(a) = &e.attr else { return false };
@@ -459,6 +550,7 @@ impl Filesystem for Adapter {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_releasedir);
         reply.ok();
     }
 
@@ -470,10 +562,12 @@ impl Filesystem for Adapter {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_fsyncdir);
         Self::empty(reply, self.engine.fsync());
     }
 
     fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+        Stats::inc(&self.stats.op_statfs);
         match self.engine.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -492,6 +586,7 @@ impl Filesystem for Adapter {
         position: u32,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_xattr);
         if position != 0 {
             reply.error(fuser::Errno::EINVAL);
             return;
@@ -503,6 +598,7 @@ impl Filesystem for Adapter {
     }
 
     fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        Stats::inc(&self.stats.op_xattr);
         match self.engine.getxattr(ino(i), name.as_bytes()) {
             Ok(v) => xattr_reply(reply, &v, size),
             Err(e) => reply.error(errno(&e)),
@@ -510,6 +606,7 @@ impl Filesystem for Adapter {
     }
 
     fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        Stats::inc(&self.stats.op_xattr);
         match self.engine.listxattr(ino(i)) {
             Ok(v) => xattr_reply(reply, &v, size),
             Err(e) => reply.error(errno(&e)),
@@ -517,10 +614,12 @@ impl Filesystem for Adapter {
     }
 
     fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Stats::inc(&self.stats.op_xattr);
         Self::empty(reply, self.engine.removexattr(ino(i), name.as_bytes()));
     }
 
     fn access(&self, _req: &Request, i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        Stats::inc(&self.stats.op_access);
         // With default_permissions the kernel checks modes itself; this only
         // answers whether the inode exists.
         Self::empty(reply, self.engine.getattr(ino(i)).map(|_| ()));
@@ -536,17 +635,21 @@ impl Filesystem for Adapter {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        Stats::inc(&self.stats.op_create);
         match self
             .engine
             .create(ctx(req), ino(parent), name.as_bytes(), mode)
         {
-            Ok((a, fh)) => reply.created(
-                &self.cfg.entry_ttl,
-                &convert::attr(&a),
-                GEN,
-                FileHandle(fh.0),
-                self.open_flags(),
-            ),
+            Ok((a, fh)) => {
+                self.created(parent, name, true);
+                reply.created(
+                    &self.cfg.entry_ttl,
+                    &convert::attr(&a),
+                    GEN,
+                    FileHandle(fh.0),
+                    self.open_flags(),
+                )
+            }
             Err(e) => reply.error(errno(&e)),
         }
     }
@@ -561,6 +664,7 @@ impl Filesystem for Adapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        Stats::inc(&self.stats.op_fallocate);
         Self::empty(reply, self.engine.fallocate(ino(i), offset, length, mode));
     }
 
@@ -573,6 +677,7 @@ impl Filesystem for Adapter {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        Stats::inc(&self.stats.op_lseek);
         if offset < 0 {
             reply.error(fuser::Errno::ENXIO);
             return;
