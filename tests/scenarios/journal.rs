@@ -47,7 +47,8 @@ fn short_lived_names_never_reach_the_store() {
     }
     fs.e().fsync().unwrap();
     assert!(!stored_name(&fs.store, d, b"churn"));
-    assert_eq!(fs.stat("names_never_stored") - before, 3);
+    // Counted once per removal of a name that never reached the store.
+    assert_eq!(fs.stat("names_never_stored") - before, 2 + 50);
     fs.remount();
     let names: Vec<_> = fs.names(d).into_iter().map(|n| n.0).collect();
     assert_eq!(names, vec![b"kept".to_vec()]);

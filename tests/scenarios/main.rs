@@ -1,4 +1,5 @@
 mod bad_store;
+mod churned_directory;
 mod crash;
 mod data;
 mod hardlinks;

@@ -10,8 +10,10 @@
 //!   moves each into `positive` or `negative`.
 //!
 //! A name is in at most one table. Unlink removes a name from `positive` and
-//! records `None` in `pending`; a name created and removed between two
-//! commits never reaches the store (`stored == false && state == None`).
+//! records `None` in `pending` when the store holds it; a name created and
+//! removed between two commits leaves `pending` at once (`drop_pending`) and
+//! becomes a clean negative entry, so churn leaves no state for readdir to
+//! walk and nothing for the journal to write.
 //! `pending` is ordered by (parent, hash, name) so readdir can merge it with
 //! the store's pages of the same directory.
 //!
@@ -147,14 +149,31 @@ impl DCache {
         self.put_clean(parent, name, child, stats);
     }
 
-    /// Pending names of `dir` with hash in `[from, to]`, in order.
-    pub fn pending_range(&self, dir: Ino, from: u64, to: u64) -> Vec<(u64, Name, Option<Child>)> {
+    /// Up to `limit` pending names of `dir` with hash in `[from, to]`, in order.
+    pub fn pending_range(
+        &self,
+        dir: Ino,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Vec<(u64, Name, Option<Child>)> {
         let lo = (dir, from, Vec::new());
         self.pending
             .range((Bound::Included(lo), Bound::Unbounded))
             .take_while(|((d, h, _), _)| *d == dir && *h <= to)
+            .take(limit)
             .map(|((_, h, n), p)| (*h, n.clone(), p.child))
             .collect()
+    }
+
+    /// Forgets a pending name created since the last commit and removed
+    /// again: the store never held it, so it is now a clean negative entry.
+    pub fn drop_pending(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) {
+        let key = (parent, hash, name.to_vec());
+        if let Some(p) = self.pending.remove(&key) {
+            assert!(!p.stored, "dropping a pending name the store holds");
+        }
+        self.put_clean(parent, key.2, None, stats);
     }
 
     pub fn pending_len(&self) -> usize {
@@ -229,8 +248,8 @@ mod tests {
         d.set(Ino(2), 9, b"x", Some((Ino(7), FileKind::Regular)), false);
         d.set(Ino(2), 4, b"y", None, true);
         d.set(Ino(3), 5, b"z", None, true);
-        let r = d.pending_range(Ino(2), 0, u64::MAX);
+        let r = d.pending_range(Ino(2), 0, u64::MAX, 100);
         assert_eq!(r.iter().map(|e| e.0).collect::<Vec<_>>(), vec![4, 9]);
-        assert_eq!(d.pending_range(Ino(2), 5, 8).len(), 0);
+        assert_eq!(d.pending_range(Ino(2), 5, 8, 100).len(), 0);
     }
 }

@@ -215,6 +215,13 @@ impl State {
 
     pub(crate) fn set_name(&mut self, dir: Ino, name: &[u8], child: Option<Child>, stored: bool) {
         let hash = format::dir_hash(name);
+        if child.is_none() && !stored {
+            // Created and removed since the last commit: nothing to write.
+            // Its dirty item (if any) finds no pending state and is skipped.
+            self.dcache.drop_pending(dir, hash, name, &self.stats);
+            Stats::inc(&self.stats.names_never_stored);
+            return;
+        }
         self.dcache.set(dir, hash, name, child, stored);
         self.dirty
             .add(Item::Dentry(dir, hash, name.to_vec()), &self.stats);
@@ -779,6 +786,9 @@ impl Engine {
             let full = page.len() == PAGE;
             let mut merged: std::collections::BTreeMap<(u64, Vec<u8>), Option<Child>> =
                 Default::default();
+            // The page covers hashes [from, to]: up to the last stored entry
+            // read (when the store has more) and up to the PAGE-th pending
+            // name (when more are pending), whichever is lower.
             let mut to = u64::MAX;
             for (k, v) in &page {
                 let format::Key::Dentry { hash, name, .. } = format::decode_key(k)? else {
@@ -788,14 +798,20 @@ impl Engine {
                     ));
                 };
                 let child = format::decode_dentry(dir, v)?;
-                to = hash;
+                if full {
+                    to = hash;
+                }
                 merged.insert((hash, name), Some(child));
             }
-            if !full {
-                to = u64::MAX;
+            let pending = s.dcache.pending_range(dir, from, to, PAGE);
+            if pending.len() == PAGE {
+                to = to.min(pending[PAGE - 1].0);
             }
-            for (h, n, c) in s.dcache.pending_range(dir, from, to) {
-                merged.insert((h, n), c);
+            merged.retain(|(h, _), _| *h <= to);
+            for (h, n, c) in pending {
+                if h <= to {
+                    merged.insert((h, n), c);
+                }
             }
             for ((hash, name), child) in merged {
                 let Some((ino, kind)) = child else { continue };
@@ -818,7 +834,7 @@ impl Engine {
                     s.icache.hold(ino);
                 }
             }
-            if !full || to == u64::MAX {
+            if to == u64::MAX {
                 return Ok(());
             }
             from = to + 1;

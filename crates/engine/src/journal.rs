@@ -102,14 +102,18 @@ impl State {
                     committed_inodes.push(ino);
                 }
                 Item::Dentry(dir, hash, name) => {
+                    // No pending state: the name was created and removed
+                    // since the last commit (`State::set_name` dropped it).
                     let Some(p) = self.dcache.take_pending(dir, hash, &name) else {
-                        panic!("dirty dentry {dir}/{name:?} without pending state");
+                        continue;
                     };
                     let key = format::dentry_key(dir, hash, &name);
                     match p.child {
                         Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
-                        None if p.stored => batch.delete(key),
-                        None => Stats::inc(&stats.names_never_stored),
+                        None => {
+                            assert!(p.stored, "pending removal of a name the store never held");
+                            batch.delete(key)
+                        }
                     }
                     self.dcache.committed(dir, name, p.child, &stats);
                 }

@@ -155,7 +155,15 @@ impl Adapter {
 
     fn open_flags(&self) -> FopenFlags {
         // One mount owns the data, so the page cache stays valid across opens.
-        FopenFlags::FOPEN_KEEP_CACHE
+        let mut f = FopenFlags::FOPEN_KEEP_CACHE;
+        if !self.cfg.writeback_cache {
+            // Without the writeback cache no dirty pages wait in the kernel
+            // and our flush has nothing to do: close sends no request. (With
+            // the writeback cache the kernel ignores this flag: its flush
+            // writes the dirty pages.)
+            f |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        f
     }
 }
 
