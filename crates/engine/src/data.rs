@@ -168,7 +168,10 @@ impl State {
             .range(first_gone..)
             .map(|(n, _)| *n)
             .collect();
-        if old > INLINE_MAX {
+        // The store can hold blocks past the new end only if the old size
+        // reached past the start of `first_gone` (a shrink within the last
+        // block needs no scan).
+        if old > INLINE_MAX && old > first_gone * BLOCK_SIZE {
             let prefix = format::block_prefix(ino);
             let mut start = format::block_key(ino, BlockNo(first_gone));
             loop {
