@@ -22,6 +22,14 @@ fn churn_between_commits_leaves_no_pending_names() {
     }
     // Only the 200 + 200 live names and the two directories are pending.
     assert_eq!(fs.stat("pending_dentries"), 402);
+    // Nor inodes: a file created and freed between commits leaves memory at
+    // once (only the 400 live files, two directories and the root remain).
+    fs.e().getattr(Ino::ROOT).unwrap();
+    assert!(
+        fs.stat("icache_inodes") <= 403,
+        "{} inodes cached",
+        fs.stat("icache_inodes")
+    );
     for per_call in [1, 7, 128, 129, 1000] {
         let a: Vec<_> = fs
             .list(churned, false, per_call)

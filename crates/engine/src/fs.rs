@@ -187,11 +187,18 @@ impl State {
         if i.opens > 0 || refs > 0 {
             self.unlinked.insert(ino);
         } else {
-            i.freed = true;
-            i.blocks.clear();
             self.unlinked.remove(ino);
             Stats::inc(&self.stats.unlinked_freed);
-            self.dirty_inode(ino);
+            if i.on_store {
+                i.freed = true;
+                i.blocks.clear();
+                self.dirty_inode(ino);
+            } else {
+                // Created and freed since the last commit: the store holds
+                // nothing of it, so it leaves memory now (its dirty items
+                // find no inode and are skipped).
+                self.icache.remove(ino);
+            }
         }
         Stats::set(&self.stats.unlinked_inodes, self.unlinked.len() as u64);
     }
