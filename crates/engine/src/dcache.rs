@@ -176,10 +176,6 @@ impl DCache {
         self.put_clean(parent, key.2, None, stats);
     }
 
-    pub fn pending_len(&self) -> usize {
-        self.pending.len()
-    }
-
     pub fn publish(&self, stats: &Stats) {
         Stats::set(&stats.dcache_positive, self.positive.len() as u64);
         Stats::set(&stats.dcache_negative, self.negative.len() as u64);

@@ -174,6 +174,8 @@ impl State {
             self.icache.repin(ino);
         }
         self.icache.shrink(&stats);
+        #[cfg(debug_assertions)]
+        self.icache.debug_check();
         self.dcache.publish(&stats);
         Stats::set(&stats.dirty_items, 0);
         Stats::set(&stats.dirty_blocks, 0);

@@ -37,9 +37,6 @@ impl Unlinked {
     pub fn remove(&mut self, ino: Ino) -> bool {
         self.set.remove(&ino)
     }
-    pub fn contains(&self, ino: Ino) -> bool {
-        self.set.contains(&ino)
-    }
     pub fn len(&self) -> usize {
         self.set.len()
     }
