@@ -63,6 +63,11 @@ enum Cmd {
         reclaimed_cmd: Option<String>,
         #[arg(long, default_value_t = 300.0)]
         reclaim_timeout_secs: f64,
+        /// Skip the larger N whose open and close, extrapolated from the
+        /// levels done (at their measured growth), would end past this many
+        /// seconds after the start.
+        #[arg(long)]
+        max_secs: Option<f64>,
     },
     #[command(hide = true)]
     W1Worker {
@@ -189,6 +194,7 @@ fn main() -> ExitCode {
             remount_cmd,
             reclaimed_cmd,
             reclaim_timeout_secs,
+            max_secs,
         } => {
             let crash = crash.then(|| w1::Crash {
                 kill_cmd: kill_cmd.unwrap_or_default(),
@@ -208,6 +214,7 @@ fn main() -> ExitCode {
                 per_proc,
                 bytes,
                 crash,
+                max_secs,
             }))
         }
         Cmd::W1Worker {

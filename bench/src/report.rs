@@ -358,6 +358,18 @@ fn notes(a: &Agg, w: &str, size: &Size) -> String {
                 n.push("O_TMPFILE refused: create + unlink".into());
             }
         }
+        if w == "w1" {
+            if let (Some(c), Some(p)) =
+                (a.median("capped_before_n"), a.median("capped_predicted_s"))
+            {
+                n.push(format!(
+                    "N ≥ {} not run: at the growth measured so far it would take about {} s, past the time cap of {} s",
+                    fmt_val(c),
+                    fmt_val(p),
+                    fmt_val(size.max_secs)
+                ));
+            }
+        }
         if matches!(w, "w2" | "w2b") {
             if let Some(d) = a.median("done") {
                 if d < size.w2_iters as f64 {

@@ -10,7 +10,8 @@ pub struct Size {
     pub name: &'static str,
     pub w1_ns: Vec<u64>,
     pub w2_iters: u64,
-    /// W2 and W6 churn stop after this long on a slow target.
+    /// W1 (before a larger N), W2 and W6 churn stop after this long on a
+    /// slow target.
     pub max_secs: f64,
     pub w3_rounds: u64,
     pub w3_procs: Vec<usize>,
@@ -34,8 +35,8 @@ impl Size {
             name: "reference",
             w1_ns: vec![1_000, 10_000, 100_000, 200_000],
             w2_iters: 1_000_000,
-            max_secs: 900.0,
-            w3_rounds: 10,
+            max_secs: 240.0,
+            w3_rounds: 2,
             w3_procs: vec![1, 2, 4],
             w4: (20_000, 4, 10_000),
             w5: (50_000, 1024),
@@ -100,7 +101,15 @@ impl Size {
         let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
         let s = |x: &str| x.to_string();
         let mut a = match workload {
-            "w1" | "w1crash" => vec![s("w1"), s("--dir"), s(dir), s("--n"), list(&self.w1_ns)],
+            "w1" | "w1crash" => vec![
+                s("w1"),
+                s("--dir"),
+                s(dir),
+                s("--n"),
+                list(&self.w1_ns),
+                s("--max-secs"),
+                self.max_secs.to_string(),
+            ],
             "w2" | "w2b" => {
                 let mut a = vec![s("w2"), s("--dir"), s(dir)];
                 a.extend([s("--iters"), self.w2_iters.to_string()]);

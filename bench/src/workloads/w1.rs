@@ -21,6 +21,7 @@ pub struct Args {
     pub per_proc: Option<u64>,
     pub bytes: usize,
     pub crash: Option<Crash>,
+    pub max_secs: Option<f64>,
 }
 
 /// Shell commands of the target's script for the crash variant.
@@ -204,7 +205,18 @@ pub fn run(a: Args) -> Result<Out, String> {
     );
     let mut mode = Mode::Auto;
     let mut costs = Vec::new();
+    let start = Instant::now();
+    // (N, open + close seconds) of each level done, for the time cap.
+    let mut done: Vec<(u64, f64)> = Vec::new();
     for &n in &a.ns {
+        if let Some(max) = a.max_secs {
+            let predicted = predict_secs(&done, n);
+            if start.elapsed().as_secs_f64() + predicted > max {
+                out.put("capped_before_n", n);
+                out.num("capped_predicted_s", predicted);
+                break;
+            }
+        }
         let (workers, open_s, m) = open_all(&a, n, cap, mode)?;
         if mode == Mode::Auto {
             out.put("mode", m.name());
@@ -223,11 +235,35 @@ pub fn run(a: Args) -> Result<Out, String> {
         let us = close_s * 1e6 / n as f64;
         out.num(format!("n{n}_close_us_per_file"), us);
         costs.push(us);
+        done.push((n, open_s + close_s));
     }
-    if costs.len() >= 2 {
+    // The ratio's columns name the largest and smallest N asked for.
+    if costs.len() >= 2 && costs.len() == a.ns.len() {
         out.num("close_cost_ratio", costs[costs.len() - 1] / costs[0]);
     }
     Ok(out)
+}
+
+/// Seconds that opening and closing `n` files will take, extrapolated from
+/// the levels done with the growth exponent of the last two (between 1,
+/// linear, and 2, quadratic: some peers slow down with every file held).
+fn predict_secs(done: &[(u64, f64)], n: u64) -> f64 {
+    let Some(&(n1, t1)) = done.last() else {
+        return 0.0;
+    };
+    let exp = match done.len() {
+        0 | 1 => 1.0,
+        len => {
+            let (n0, t0) = done[len - 2];
+            let e = (t1 / t0).ln() / (n1 as f64 / n0 as f64).ln();
+            if e.is_nan() {
+                1.0
+            } else {
+                e.clamp(1.0, 2.0)
+            }
+        }
+    };
+    t1 * (n as f64 / n1 as f64).powf(exp)
 }
 
 fn crash_cycle(
@@ -375,4 +411,25 @@ fn open_one(
         ));
     }
     Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::predict_secs;
+
+    #[test]
+    fn prediction_follows_the_measured_growth() {
+        assert_eq!(predict_secs(&[], 1000), 0.0);
+        // One level: linear.
+        assert!((predict_secs(&[(1000, 1.0)], 10_000) - 10.0).abs() < 1e-9);
+        // Linear growth stays linear.
+        let lin = predict_secs(&[(1000, 1.0), (10_000, 10.0)], 100_000);
+        assert!((lin - 100.0).abs() < 1e-6, "{lin}");
+        // Quadratic growth is extrapolated quadratically, and no steeper.
+        let quad = predict_secs(&[(1000, 1.0), (10_000, 1000.0)], 100_000);
+        assert!((quad - 100_000.0).abs() < 1e-3, "{quad}");
+        // Faster than linear (a warm cache) is still taken as linear.
+        let warm = predict_secs(&[(1000, 1.0), (10_000, 2.0)], 20_000);
+        assert!((warm - 4.0).abs() < 1e-9, "{warm}");
+    }
 }

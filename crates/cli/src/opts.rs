@@ -19,7 +19,7 @@ Mount options (-o key=value,...; defaults in brackets):
   kernel_negative_max=N    negative dentries the kernel may keep for this mount;
                            beyond it the oldest are invalidated (0: no limit) [10000]
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
-  writeback_cache=0|1      kernel writeback cache [1]
+  writeback_cache=0|1      kernel writeback cache [0]
   allow_other              let every user reach the mount (permissions are checked by the kernel)";
 
 #[derive(Clone, Debug, Default)]

@@ -39,7 +39,9 @@ pub struct AdapterConfig {
     /// Most negative dentries the kernel may keep for this mount; beyond it
     /// the oldest are invalidated (0: no limit).
     pub kernel_negative_max: usize,
-    /// Ask for the kernel's writeback cache (writes gathered in the page cache).
+    /// Ask for the kernel's writeback cache (writes gathered in the page
+    /// cache). Off by default: it costs more requests than it saves on
+    /// small files (docs/design.md, "Writeback cache").
     pub writeback_cache: bool,
     /// Worker threads, each reading its own cloned /dev/fuse descriptor.
     pub threads: usize,
@@ -57,7 +59,7 @@ impl Default for AdapterConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             kernel_negative_max: 10_000,
-            writeback_cache: true,
+            writeback_cache: false,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
