@@ -44,6 +44,7 @@ pub fn small_config() -> EngineConfig {
         dentries_max: 64,
         negative_entries_max: 16,
         dirty_bytes_max: 1 << 20,
+        dirty_items_max: 1 << 20,
         statfs_path: None,
     }
 }
@@ -103,6 +104,7 @@ impl Fs {
     pub fn remount(&mut self) {
         self.engine.shutdown().expect("shutdown before remount");
         self.engine = Engine::mount(self.store.clone(), self.cfg.clone()).expect("remount");
+        self.engine.wait_reclaim();
     }
 
     /// Power loss now, keeping only what was synced: mounts a crash copy of
@@ -120,6 +122,9 @@ impl Fs {
         self.store = copy;
         self.engine =
             Engine::mount(self.store.clone(), self.cfg.clone()).expect("mount after crash");
+        // Tests look at the store right after: let the background reclaim
+        // of orphans finish first (unlink_while_open tests it unfinished).
+        self.engine.wait_reclaim();
     }
 
     /// Asserts that fsck finds nothing wrong with the live store.

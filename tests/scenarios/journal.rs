@@ -2,7 +2,7 @@
 //! store, fsync is durable, unsynced work is lost whole or not at all, the
 //! committer commits on its own, and a failed store stops the engine.
 
-use churnfs_engine::{Engine, EngineError, Ino};
+use churnfs_engine::{Engine, EngineConfig, EngineError, Ino};
 use churnfs_tests::{
     assert_err, fsck_clean, keys_of, pattern, small_config, stat, stored_name, Fs, CTX,
 };
@@ -254,4 +254,28 @@ fn concurrent_fsyncs_are_all_durable() {
             );
         }
     }
+}
+
+/// The dirty list has a bound of its own: past `dirty_items_max` the next
+/// operation commits (without sync) first, so metadata churn between two
+/// commit intervals cannot grow it without limit.
+#[test]
+fn dirty_items_stay_within_their_bound() {
+    let cfg = EngineConfig {
+        dirty_items_max: 100,
+        ..small_config()
+    };
+    let mut fs = Fs::with_config(cfg);
+    assert_eq!(fs.stat("dirty_items_max"), 100);
+    for i in 0..2_000u32 {
+        let name = format!("f{i}");
+        fs.mkfile(Ino::ROOT, name.as_bytes(), b"x");
+        // One operation adds a handful of items (inode, name, parent).
+        assert!(fs.stat("dirty_items") <= 110, "{}", fs.stat("dirty_items"));
+    }
+    assert!(fs.stat("dirty_items_commits") > 0);
+    fs.e().fsync().unwrap();
+    fs.crash();
+    assert_eq!(fs.names(Ino::ROOT).len(), 2_000);
+    fs.fsck();
 }

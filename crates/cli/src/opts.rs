@@ -13,6 +13,7 @@ Mount options (-o key=value,...; defaults in brackets):
   dentries_max=N           positive names cached [200000]
   negative_entries_max=N   negative names cached, bounded apart [10000]
   dirty_bytes_max=N        dirty file data before writers are pushed back [268435456]
+  dirty_items_max=N        dirty inodes, names and blocks before a commit is forced [100000]
   entry_ttl_ms=N           how long the kernel trusts a name [1000]
   attr_ttl_ms=N            how long the kernel trusts attributes [1000]
   negative_ttl_ms=N        how long the kernel trusts that a name is missing [1000]
@@ -52,6 +53,7 @@ impl MountOpts {
                 "dentries_max" => o.engine.dentries_max = num(k, v)?.max(1) as usize,
                 "negative_entries_max" => o.engine.negative_entries_max = num(k, v)? as usize,
                 "dirty_bytes_max" => o.engine.dirty_bytes_max = num(k, v)?.max(1 << 20),
+                "dirty_items_max" => o.engine.dirty_items_max = num(k, v)?.max(1_000) as usize,
                 "entry_ttl_ms" => o.adapter.entry_ttl = Duration::from_millis(num(k, v)?),
                 "attr_ttl_ms" => o.adapter.attr_ttl = Duration::from_millis(num(k, v)?),
                 "negative_ttl_ms" => o.adapter.negative_ttl = Duration::from_millis(num(k, v)?),

@@ -34,6 +34,9 @@ pub struct EngineConfig {
     pub dentries_max: usize,
     pub negative_entries_max: usize,
     pub dirty_bytes_max: u64,
+    /// Dirty items (inodes, names, blocks, xattrs) before the next operation
+    /// commits them without waiting for the interval.
+    pub dirty_items_max: usize,
     /// Directory whose filesystem statfs reports (the store's).
     pub statfs_path: Option<PathBuf>,
 }
@@ -46,6 +49,7 @@ impl Default for EngineConfig {
             dentries_max: 200_000,
             negative_entries_max: 10_000,
             dirty_bytes_max: 256 << 20,
+            dirty_items_max: 100_000,
             statfs_path: None,
         }
     }
@@ -87,6 +91,8 @@ pub struct Engine {
     /// strong reference to the engine while it waits.
     pub(crate) wake: Arc<(Mutex<bool>, Condvar)>,
     pub(crate) committer: Mutex<Option<JoinHandle<()>>>,
+    /// The thread freeing inodes a crash left unlinked, while it runs.
+    pub(crate) reclaimer: Mutex<Option<JoinHandle<()>>>,
 }
 
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
@@ -344,7 +350,16 @@ impl Engine {
     /// Takes the state lock for one operation. Idle inodes are evicted here,
     /// before the operation starts, never while it runs: an inode the
     /// operation changed but has not dirtied yet must not be dropped under it.
+    /// The state lock for an operation: first pushes back if the dirty list
+    /// is over its bound. Never called with the commit lock held (the
+    /// journal uses `lock_state`).
     pub(crate) fn lock(&self) -> Result<MutexGuard<'_, State>> {
+        self.push_back()?;
+        self.lock_state()
+    }
+
+    /// The state lock, with no push-back (the journal's own use).
+    pub(crate) fn lock_state(&self) -> Result<MutexGuard<'_, State>> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(EngineError::Stopped);
         }

@@ -43,6 +43,8 @@ stats! {
     dirty_items,
     dirty_blocks,
     dirty_bytes_max,
+    dirty_items_max,
+    dirty_items_commits,
     pending_dentries,
     commits,
     commit_syncs,
@@ -58,6 +60,7 @@ stats! {
     unlinked_inodes,
     unlinked_freed,
     recovered_unlinked,
+    recovery_running,
     // store
     store_gets,
     store_scans,

@@ -6,14 +6,18 @@
 //! the unlink that created the need (the journal writes it with the inode).
 //! At last release / FORGET the inode leaves the set and is freed: the
 //! journal deletes its inode, blocks, xattrs and `U` record in one commit.
-//! After a crash the `U` records name exactly the inodes to reclaim;
-//! `recover` frees them in bounded batches, so its cost is proportional to
-//! the set, not to the filesystem.
+//! After a crash the `U` records name exactly the inodes to reclaim. The
+//! mount does not wait for them: a background thread (`reclaimer` in
+//! journal.rs) frees them in bounded batches while the filesystem serves
+//! requests, so mounting costs the same whatever a crash left behind. A `U`
+//! record whose inode is in memory belongs to this mount (an inode unlinked
+//! while open since) and is left alone; one that is not can never be reached
+//! again (it has no name), so freeing it outside the state lock is safe.
 //!
 //! Bound: the set holds at most `UNLINKED_MAX` inodes (asserted); it cannot
 //! exceed the number of open handles plus kernel-known inodes.
 
-use crate::error::Result;
+use crate::error::{EngineError, Result};
 use crate::format::{self, Key};
 use crate::store::{Batch, KvStore};
 use crate::types::Ino;
@@ -36,6 +40,9 @@ impl Unlinked {
     }
     pub fn remove(&mut self, ino: Ino) -> bool {
         self.set.remove(&ino)
+    }
+    pub fn contains(&self, ino: Ino) -> bool {
+        self.set.contains(&ino)
     }
     pub fn len(&self) -> usize {
         self.set.len()
@@ -68,29 +75,33 @@ pub fn delete_inode_records(store: &dyn KvStore, ino: Ino, batch: &mut Batch) ->
     Ok(())
 }
 
-/// Frees every inode the store lists as unlinked (after a crash no handle
-/// and no kernel reference survives). Returns how many were freed.
-pub fn recover(store: &dyn KvStore) -> Result<u64> {
+/// One page of at most `limit` `U` records from key `start` on: the inodes
+/// they name, and the key the next page starts at (`None` after the last).
+pub fn orphan_page(
+    store: &dyn KvStore,
+    start: &[u8],
+    limit: usize,
+) -> Result<(Vec<Ino>, Option<Vec<u8>>)> {
     let prefix = format::unlinked_prefix();
-    let mut freed = 0u64;
-    loop {
-        let page = store.scan(&prefix, &prefix, RECOVERY_BATCH)?;
-        if page.is_empty() {
-            break;
+    let page = store.scan(&prefix, start, limit)?;
+    let next = match page.last() {
+        Some((last, _)) if page.len() == limit => {
+            let mut n = last.clone();
+            n.push(0);
+            Some(n)
         }
-        let mut batch = Batch::default();
-        for (k, v) in &page {
-            let Key::Unlinked(ino) = format::decode_key(k)? else {
-                unreachable!("scan of the U prefix returned another key")
-            };
-            format::decode_unlinked(ino, v)?;
-            delete_inode_records(store, ino, &mut batch)?;
-            freed += 1;
-        }
-        store.apply(batch)?;
+        _ => None,
+    };
+    let mut inos = Vec::with_capacity(page.len());
+    for (k, v) in &page {
+        let Key::Unlinked(ino) = format::decode_key(k)? else {
+            return Err(EngineError::corrupt(
+                None,
+                "a scan of the unlinked records returned another key",
+            ));
+        };
+        format::decode_unlinked(ino, v)?;
+        inos.push(ino);
     }
-    if freed > 0 {
-        store.sync()?;
-    }
-    Ok(freed)
+    Ok((inos, next))
 }
