@@ -347,18 +347,18 @@ impl State {
 }
 
 impl Engine {
-    /// Takes the state lock for one operation. Idle inodes are evicted here,
-    /// before the operation starts, never while it runs: an inode the
-    /// operation changed but has not dirtied yet must not be dropped under it.
-    /// The state lock for an operation: first pushes back if the dirty list
-    /// is over its bound. Never called with the commit lock held (the
-    /// journal uses `lock_state`).
+    /// Takes the state lock for one operation, first pushing back if the
+    /// dirty list is over its bound. Never called with the commit lock held
+    /// (the journal uses `lock_state`).
     pub(crate) fn lock(&self) -> Result<MutexGuard<'_, State>> {
         self.push_back()?;
         self.lock_state()
     }
 
-    /// The state lock, with no push-back (the journal's own use).
+    /// The state lock, with no push-back (the journal's own use). Idle
+    /// inodes are evicted here, before an operation starts, never while it
+    /// runs: an inode the operation changed but has not dirtied yet must not
+    /// be dropped under it.
     pub(crate) fn lock_state(&self) -> Result<MutexGuard<'_, State>> {
         if self.stopped.load(Ordering::Acquire) {
             return Err(EngineError::Stopped);

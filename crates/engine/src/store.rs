@@ -1,5 +1,6 @@
 //! The store: a narrow ordered key-value trait and its implementations.
-//! Only the journal writes through it; everything above reads through it on a
+//! Only the journal and the background reclaim of crash orphans (journal.rs)
+//! write through it; everything above reads through it on a
 //! cache miss. `FjallStore` is the embedded default, `MemStore` serves tests.
 //!
 //! What the engine assumes of a store (docs/design.md, "Store contract"):
