@@ -61,12 +61,13 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
             .map_err(|e| CliError::Other(format!("cannot install signal handlers: {e}")))?;
+    let mnt_path = mnt.to_path_buf();
     std::thread::Builder::new()
         .name("churnfs-signals".into())
         .spawn(move || {
             for sig in signals.forever() {
                 tracing::info!("signal {sig}: unmounting");
-                if let Err(e) = unmounter.unmount() {
+                if let Err(e) = unmount_retrying(&mut || unmounter.unmount(), &mnt_path) {
                     crate::err!(
                         "churnfs: unmount on signal {sig} failed: {e} (is the mount busy?)"
                     );
@@ -82,6 +83,37 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     }
     committed.map_err(|e| CliError::engine(&store, e))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Unmounts on a signal. The kernel refuses an unmount (EBUSY) while the
+/// RELEASE it sends after a close is still in flight, and a close returns
+/// before that, so a refusal is retried with `fusermount3 -u` for up to five
+/// seconds (fuser's unmounter gives up its mount after the first try).
+fn unmount_retrying(
+    first: &mut dyn FnMut() -> std::io::Result<()>,
+    mnt: &Path,
+) -> std::result::Result<(), String> {
+    let mut last = match first() {
+        Ok(()) => return Ok(()),
+        Err(e) => e.to_string(),
+    };
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        if stats::mounted_store(mnt).is_none() {
+            return Ok(());
+        }
+        match Command::new("fusermount3")
+            .arg("-u")
+            .arg(mnt)
+            .stderr(Stdio::null())
+            .status()
+        {
+            Ok(st) if st.success() => return Ok(()),
+            Ok(st) => last = format!("fusermount3 -u: {st}"),
+            Err(e) => last = format!("fusermount3: {e}"),
+        }
+    }
+    Err(last)
 }
 
 /// Starts the same command in the foreground as a detached child and waits
