@@ -316,9 +316,10 @@ impl Engine {
         Stats::set(&engine.stats.recovery_running, 1);
         let weak = Arc::downgrade(&engine);
         let wake = engine.wake.clone();
+        let stats = engine.stats.clone();
         let handle = std::thread::Builder::new()
             .name("churnfs-reclaim".into())
-            .spawn(move || reclaimer(weak, wake))
+            .spawn(move || reclaimer(weak, wake, stats))
             .map_err(|e| EngineError::Store(e.into()))?;
         *engine.reclaimer.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(engine)
@@ -491,47 +492,48 @@ impl Engine {
 /// `RECOVERY_BATCH` `U` records at a time, until none is left or the engine
 /// shuts down. It holds the engine only during a batch. Progress:
 /// `recovered_unlinked` grows per batch; `recovery_running` is 0 at the end.
-fn reclaimer(engine: std::sync::Weak<Engine>, wake: Arc<(Mutex<bool>, Condvar)>) {
+fn reclaimer(
+    engine: std::sync::Weak<Engine>,
+    wake: Arc<(Mutex<bool>, Condvar)>,
+    stats: Arc<Stats>,
+) {
+    if let Err(err) = reclaim_all(&engine, &wake) {
+        tracing::error!("reclaiming inodes a crash left unlinked stopped: {err}");
+    }
+    Stats::set(&stats.recovery_running, 0);
+}
+
+/// The reclaimer's walk; returns when done, at shutdown, when the engine is
+/// gone or stopped, or at the first error.
+fn reclaim_all(engine: &std::sync::Weak<Engine>, wake: &(Mutex<bool>, Condvar)) -> Result<()> {
     let mut start = format::unlinked_prefix();
     let mut freed_any = false;
     loop {
         if *wake.0.lock().unwrap_or_else(|p| p.into_inner()) {
-            break;
+            return Ok(());
         }
-        let Some(e) = engine.upgrade() else { return };
+        let Some(e) = engine.upgrade() else {
+            return Ok(());
+        };
         if e.is_stopped() {
-            Stats::set(&e.stats.recovery_running, 0);
-            return;
+            return Ok(());
         }
-        let step = unlinked::orphan_page(&*e.store, &start, unlinked::RECOVERY_BATCH)
-            .and_then(|(inos, next)| e.reclaim_batch(&inos).map(|freed| (freed, next)));
-        match step {
-            Ok((freed, next)) => {
-                Stats::add(&e.stats.recovered_unlinked, freed);
-                freed_any |= freed > 0;
-                match next {
-                    Some(n) => start = n,
-                    None => {
-                        // Durable now rather than at the next commit.
-                        if freed_any {
-                            if let Err(err) = e.store.sync() {
-                                tracing::warn!("sync after reclaiming orphans failed: {err}");
-                            }
-                        }
-                        Stats::set(&e.stats.recovery_running, 0);
-                        return;
+        let (inos, next) = unlinked::orphan_page(&*e.store, &start, unlinked::RECOVERY_BATCH)?;
+        let freed = e.reclaim_batch(&inos)?;
+        Stats::add(&e.stats.recovered_unlinked, freed);
+        freed_any |= freed > 0;
+        match next {
+            Some(n) => start = n,
+            None => {
+                // Durable now rather than at the next commit.
+                if freed_any {
+                    if let Err(err) = e.store.sync() {
+                        tracing::warn!("sync after reclaiming orphans failed: {err}");
                     }
                 }
-            }
-            Err(err) => {
-                tracing::error!("reclaiming inodes a crash left unlinked stopped: {err}");
-                Stats::set(&e.stats.recovery_running, 0);
-                return;
+                return Ok(());
             }
         }
-    }
-    if let Some(e) = engine.upgrade() {
-        Stats::set(&e.stats.recovery_running, 0);
     }
 }
 
