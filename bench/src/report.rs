@@ -160,6 +160,7 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("tenth10", "last tenth ops/s", High),
             col("last_over_first", "last / first tenth", High),
             col("rss_kb_added", "daemon RSS added KiB", Low),
+            col("rss_kb_added_after_warm", "RSS added after warm KiB", Low),
             col("neg_dentries_added", "neg. dentries added", Low),
             col("sreclaimable_kb_added", "SReclaimable added KiB", Low),
             col("umount_s", "umount s", Low),
