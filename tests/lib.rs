@@ -45,6 +45,7 @@ pub fn small_config() -> EngineConfig {
         negative_entries_max: 16,
         dirty_bytes_max: 1 << 20,
         dirty_items_max: 1 << 20,
+        free_batch_keys: 64,
         statfs_path: None,
     }
 }

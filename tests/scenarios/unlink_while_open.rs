@@ -1,6 +1,7 @@
 //! Files unlinked while open: readable and writable through the handle, gone
 //! at last release and FORGET, and reclaimed by recovery after a crash.
 
+use churnfs_engine::format::BLOCK_SIZE;
 use churnfs_engine::{EngineError, Ino};
 use churnfs_tests::{assert_err, keys_of, pattern, Fs, CTX};
 
@@ -203,4 +204,62 @@ fn a_mount_serves_while_the_orphans_of_a_crash_are_freed() {
     }
     assert_eq!(fs.read_all(f), b"written during the reclaim");
     fs.fsck();
+}
+
+/// Creates a file of 200 blocks (12.5 MiB, above `FREE_INLINE_MAX`),
+/// fsynced, then unlinks, closes and forgets it and commits: the commit
+/// hands it to the reclaim thread instead of deleting its blocks.
+fn free_a_large_file(fs: &Fs) -> Ino {
+    let blocks = 200;
+    let (f, _) = open_file(fs, b"big", blocks * BLOCK_SIZE as usize);
+    assert!(keys_of(&fs.store, f).len() > blocks, "blocks are stored");
+    fs.e().unlink(Ino::ROOT, b"big").unwrap();
+    fs.e().release(f).unwrap();
+    fs.e().forget(f, 1);
+    fs.e().fsync().unwrap();
+    f
+}
+
+/// A large file's data is not deleted by the commit that frees it (a commit
+/// holds the state lock every request needs): the reclaim thread deletes it
+/// in batches of `free_batch_keys` keys, the inode's own records last.
+#[test]
+fn a_large_file_is_freed_in_the_background_in_bounded_batches() {
+    let fs = Fs::new();
+    let f = free_a_large_file(&fs);
+    assert_eq!(fs.stat("large_frees_queued"), 1);
+    fs.e().wait_reclaim();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    assert_eq!(fs.stat("large_frees_done"), 1);
+    assert_eq!(fs.stat("large_frees_pending"), 0);
+    let batches = fs.stat("free_batches");
+    assert!(
+        batches >= 200 / fs.cfg.free_batch_keys as u64,
+        "{batches} batches for 200 blocks at {} keys each",
+        fs.cfg.free_batch_keys
+    );
+    fs.fsck();
+}
+
+/// A crash part way through the background deletion leaves the `U` record
+/// (deleted last), and recovery at the next mount finishes the file.
+#[test]
+fn a_crash_while_a_large_file_is_freed_is_finished_by_recovery() {
+    for keep in [0, 1, 2, 1_000] {
+        let mut fs = Fs::new();
+        let kept = fs.mkfile(Ino::ROOT, b"keep", b"kept");
+        let f = free_a_large_file(&fs);
+        // Every deletion applied, none synced: the crash keeps `keep` of
+        // the reclaim thread's batches.
+        fs.e().wait_reclaim();
+        fs.crash_keeping(keep);
+        let recovered = fs.stat("recovered_unlinked");
+        if keep == 0 {
+            assert_eq!(recovered, 1, "keep {keep}");
+        }
+        assert!(recovered <= 1, "keep {keep}: {recovered}");
+        assert_eq!(keys_of(&fs.store, f), vec![], "keep {keep}");
+        assert_eq!(fs.read_all(kept), b"kept");
+        fs.fsck();
+    }
 }

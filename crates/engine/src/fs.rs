@@ -37,6 +37,9 @@ pub struct EngineConfig {
     /// Dirty items (inodes, names, blocks, xattrs) before the next operation
     /// commits them without waiting for the interval.
     pub dirty_items_max: usize,
+    /// Keys per store batch when the data of unlinked files is deleted in
+    /// the background (large files, and a crash's orphans).
+    pub free_batch_keys: usize,
     /// Directory whose filesystem statfs reports (the store's).
     pub statfs_path: Option<PathBuf>,
 }
@@ -50,6 +53,7 @@ impl Default for EngineConfig {
             negative_entries_max: 10_000,
             dirty_bytes_max: 256 << 20,
             dirty_items_max: 100_000,
+            free_batch_keys: 1024,
             statfs_path: None,
         }
     }
@@ -77,6 +81,8 @@ pub struct State {
     pub(crate) store: Arc<dyn KvStore>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) dirty_bytes_max: u64,
+    /// Freed large files whose data the reclaim thread deletes.
+    pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
 }
 
 pub struct Engine {
@@ -91,8 +97,10 @@ pub struct Engine {
     /// strong reference to the engine while it waits.
     pub(crate) wake: Arc<(Mutex<bool>, Condvar)>,
     pub(crate) committer: Mutex<Option<JoinHandle<()>>>,
-    /// The thread freeing inodes a crash left unlinked, while it runs.
+    /// The thread freeing inodes a crash left unlinked, then the data of
+    /// large files this mount frees.
     pub(crate) reclaimer: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
 }
 
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
@@ -401,6 +409,17 @@ impl Engine {
         let attr = s.inode(ino)?.attr(ino);
         s.icache.hold(ino);
         Ok(attr)
+    }
+
+    /// The attributes of `name` in `parent`, without a kernel reference
+    /// (for checks made before an operation on the name).
+    pub fn child_attr(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        check_name(name)?;
+        let mut s = self.lock_state()?;
+        s.dir(parent)?;
+        let (child, _) = s.find(parent, name)?;
+        let (ino, _) = child.ok_or(EngineError::NotFound)?;
+        Ok(s.inode(ino)?.attr(ino))
     }
 
     /// The kernel dropped `n` references (FORGET).

@@ -25,7 +25,7 @@ use crate::icache::ICache;
 use crate::stats::Stats;
 use crate::store::{Batch, KvStore};
 use crate::types::{FileKind, Ino, Timespec};
-use crate::unlinked::{self, Unlinked};
+use crate::unlinked::{self, FreeQueue, Freer, Next, Unlinked};
 use indexmap::IndexSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -191,7 +191,24 @@ impl State {
         i.dirty = false;
         if i.freed {
             if i.on_store {
-                unlinked::delete_inode_records(&*store, ino, batch)?;
+                if i.rec.size > unlinked::FREE_INLINE_MAX && self.free_queue.push(ino) {
+                    // A large file: this batch keeps its `U` record (and its
+                    // inode record, now with no link); the reclaim thread
+                    // deletes its data in bounded batches. It takes the
+                    // state lock first, and this batch is applied under it.
+                    let mut rec = i.rec.clone();
+                    rec.extra = None;
+                    batch.put(format::inode_key(ino), rec.encode(ino)?);
+                    if !i.unlinked_on_store {
+                        batch.put(format::unlinked_key(ino), format::encode_unlinked());
+                    }
+                    Stats::inc(&self.stats.large_frees_queued);
+                } else {
+                    if i.rec.size > unlinked::FREE_INLINE_MAX {
+                        Stats::inc(&self.stats.large_frees_inline);
+                    }
+                    unlinked::delete_inode_records(&*store, ino, batch)?;
+                }
             }
             self.icache.remove(ino);
             return Ok(());
@@ -278,6 +295,7 @@ impl Engine {
         let stats = Arc::new(Stats::default());
         Stats::set(&stats.dirty_bytes_max, cfg.dirty_bytes_max);
         Stats::set(&stats.dirty_items_max, cfg.dirty_items_max as u64);
+        let free_queue = Arc::new(FreeQueue::default());
         let state = State {
             icache: ICache::new(cfg.inodes_max),
             dcache: DCache::new(cfg.dentries_max, cfg.negative_entries_max),
@@ -290,6 +308,7 @@ impl Engine {
             store: store.clone(),
             stats: stats.clone(),
             dirty_bytes_max: cfg.dirty_bytes_max,
+            free_queue: free_queue.clone(),
         };
         let engine = Arc::new(Engine {
             state: Mutex::new(state),
@@ -302,6 +321,7 @@ impl Engine {
             wake: Arc::new((Mutex::new(false), Condvar::new())),
             committer: Mutex::new(None),
             reclaimer: Mutex::new(None),
+            free_queue,
         });
         // The root is always known to the kernel.
         engine.lock()?.inode(Ino::ROOT)?;
@@ -316,31 +336,50 @@ impl Engine {
         Stats::set(&engine.stats.recovery_running, 1);
         let weak = Arc::downgrade(&engine);
         let wake = engine.wake.clone();
-        let stats = engine.stats.clone();
+        let queue = engine.free_queue.clone();
         let handle = std::thread::Builder::new()
             .name("churnfs-reclaim".into())
-            .spawn(move || reclaimer(weak, wake, stats))
+            .spawn(move || reclaimer(weak, wake, queue))
             .map_err(|e| EngineError::Store(e.into()))?;
         *engine.reclaimer.lock().unwrap_or_else(|p| p.into_inner()) = Some(handle);
         Ok(engine)
     }
 
-    /// Waits until the inodes a crash left unlinked are freed (or the
-    /// reclaim stopped: unmount, or a failed store).
+    /// Waits until the inodes a crash left unlinked are freed and the large
+    /// files this mount freed have lost their data (or the reclaim stopped:
+    /// unmount, or a failed store).
     pub fn wait_reclaim(&self) {
-        let handle = self
-            .reclaimer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(h) = handle {
-            let _ = h.join();
+        self.free_queue.wait_idle();
+    }
+
+    /// Applies a batch of the reclaim thread's deletions.
+    fn apply_freed(&self, batch: Batch) -> Result<()> {
+        self.store.apply(batch).map_err(|e| self.stop(e.into()))
+    }
+
+    /// Deletes the data of a large file this mount freed (queued by the
+    /// commit that freed it), in bounded batches; its own records go last.
+    fn free_large(&self, ino: Ino) -> Result<()> {
+        // The commit that queued `ino` applied its batch under the state
+        // lock: taking the lock once orders what follows after it.
+        drop(self.lock_state()?);
+        let mut freer = Freer::new(&*self.store, self.cfg.free_batch_keys);
+        let stop = || self.is_stopped() || self.free_queue.stopping();
+        let mut apply = |b| self.apply_freed(b);
+        let whole = freer.free(ino, &stop, &mut apply)?;
+        if whole {
+            freer.flush(&mut apply)?;
+            Stats::inc(&self.stats.large_frees_done);
         }
+        Stats::add(&self.stats.free_batches, freer.batches);
+        Ok(())
     }
 
     /// One batch of the background reclaim: frees those of `inos` that this
-    /// mount does not hold in memory. Returns how many it freed.
-    fn reclaim_batch(&self, inos: &[Ino]) -> Result<u64> {
+    /// mount neither holds in memory nor has queued for freeing (a large
+    /// file this mount freed has a `U` record too, until its data is gone).
+    /// Returns how many it freed.
+    fn reclaim_batch(&self, inos: &[Ino], stop: &dyn Fn() -> bool) -> Result<u64> {
         let orphans: Vec<Ino> = {
             // Under the lock, where the journal applies its batches: the
             // page was read before, and a commit may since have deleted a
@@ -350,6 +389,7 @@ impl Engine {
             for &i in inos {
                 if s.icache.peek(i).is_none()
                     && !s.unlinked.contains(i)
+                    && !self.free_queue.contains(i)
                     && self.store.get(&format::unlinked_key(i))?.is_some()
                 {
                     v.push(i);
@@ -359,16 +399,18 @@ impl Engine {
         };
         // Outside the lock: an orphan not in memory has no name and no
         // reference, so no request can load it again.
-        let mut batch = Batch::default();
+        let mut freer = Freer::new(&*self.store, self.cfg.free_batch_keys);
+        let mut apply = |b| self.apply_freed(b);
+        let mut freed = 0;
         for &ino in &orphans {
-            unlinked::delete_inode_records(&*self.store, ino, &mut batch)?;
-        }
-        if !batch.is_empty() {
-            if let Err(e) = self.store.apply(batch) {
-                return Err(self.stop(e.into()));
+            if !freer.free(ino, stop, &mut apply)? {
+                break;
             }
+            freed += 1;
         }
-        Ok(orphans.len() as u64)
+        freer.flush(&mut apply)?;
+        Stats::add(&self.stats.free_batches, freer.batches);
+        Ok(freed)
     }
 
     /// Commits everything and stops the committer and the reclaim (unmount;
@@ -379,7 +421,15 @@ impl Engine {
             *m.lock().unwrap_or_else(|p| p.into_inner()) = true;
             cv.notify_all();
         }
-        self.wait_reclaim();
+        self.free_queue.stop();
+        let reclaimer = self
+            .reclaimer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = reclaimer {
+            let _ = h.join();
+        }
         if let Some(h) = self
             .committer
             .lock()
@@ -488,19 +538,46 @@ impl Engine {
     }
 }
 
-/// The reclaim thread: frees the inodes a crash left unlinked, a page of
-/// `RECOVERY_BATCH` `U` records at a time, until none is left or the engine
-/// shuts down. It holds the engine only during a batch. Progress:
-/// `recovered_unlinked` grows per batch; `recovery_running` is 0 at the end.
+/// The reclaim thread. First it frees the inodes a crash left unlinked, a
+/// page of `RECOVERY_BATCH` `U` records at a time (progress:
+/// `recovered_unlinked` grows per batch; `recovery_running` is 0 at the
+/// end). Then, until shutdown, it deletes the data of the large files this
+/// mount frees, as commits queue them. It holds the engine only while it
+/// works.
 fn reclaimer(
     engine: std::sync::Weak<Engine>,
     wake: Arc<(Mutex<bool>, Condvar)>,
-    stats: Arc<Stats>,
+    queue: Arc<FreeQueue>,
 ) {
     if let Err(err) = reclaim_all(&engine, &wake) {
         tracing::error!("reclaiming inodes a crash left unlinked stopped: {err}");
     }
-    Stats::set(&stats.recovery_running, 0);
+    if let Some(e) = engine.upgrade() {
+        Stats::set(&e.stats.recovery_running, 0);
+    }
+    queue.recovered();
+    loop {
+        let ino = match queue.next(Duration::from_secs(1)) {
+            Next::Stop => break,
+            Next::Idle if engine.strong_count() == 0 => break,
+            Next::Idle => continue,
+            Next::Free(ino) => ino,
+        };
+        let Some(e) = engine.upgrade() else {
+            queue.done();
+            break;
+        };
+        let r = e.free_large(ino);
+        Stats::set(&e.stats.large_frees_pending, queue.len() as u64);
+        queue.done();
+        if let Err(err) = r {
+            tracing::error!("freeing the data of unlinked inode {ino} stopped: {err}");
+            break;
+        }
+    }
+    // Nothing waits for a thread that is gone; what is queued keeps its `U`
+    // record for the next mount.
+    queue.stop();
 }
 
 /// The reclaimer's walk; returns when done, at shutdown, when the engine is
@@ -519,7 +596,8 @@ fn reclaim_all(engine: &std::sync::Weak<Engine>, wake: &(Mutex<bool>, Condvar)) 
             return Ok(());
         }
         let (inos, next) = unlinked::orphan_page(&*e.store, &start, unlinked::RECOVERY_BATCH)?;
-        let freed = e.reclaim_batch(&inos)?;
+        let stop = || *wake.0.lock().unwrap_or_else(|p| p.into_inner());
+        let freed = e.reclaim_batch(&inos, &stop)?;
         Stats::add(&e.stats.recovered_unlinked, freed);
         freed_any |= freed > 0;
         match next {
@@ -595,7 +673,7 @@ mod tests {
             .unwrap()
             .is_some());
 
-        assert_eq!(e.reclaim_batch(&[live.ino]).unwrap(), 0);
+        assert_eq!(e.reclaim_batch(&[live.ino], &|| false).unwrap(), 0);
         assert!(store
             .get(&format::unlinked_key(live.ino))
             .unwrap()

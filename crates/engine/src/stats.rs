@@ -61,6 +61,11 @@ stats! {
     unlinked_freed,
     recovered_unlinked,
     recovery_running,
+    large_frees_queued,
+    large_frees_done,
+    large_frees_pending,
+    large_frees_inline,
+    free_batches,
     // store
     store_gets,
     store_scans,
@@ -72,6 +77,10 @@ stats! {
     kernel_negative_invalidated,
     kernel_negative_inval_failed,
     kernel_negative_dropped,
+    // permission checks in the daemon (adapter)
+    perm_checks,
+    perm_denied,
+    perm_proc_reads,
     // FUSE requests by opcode (adapter)
     op_lookup,
     op_forget,
