@@ -50,15 +50,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Fresh store and mount under /tmp, every path component searchable by all
-# (pjdfstest's unprivileged users must reach the test directory).
+# Fresh store and mount under /tmp with mount options $1, every path
+# component searchable by all (pjdfstest's unprivileged users must reach the
+# test directory). pjdfstest needs allow_other, so the kernel checks
+# permissions there; fsx and stress-ng run as root on a private mount, where
+# the daemon checks them.
 mount_fresh() {
   work=$(mktemp -d /tmp/churnfs-conf.XXXXXX)
   chmod 755 "$work"
   mkdir -p "$work/mnt"
   "$BIN" mkfs "$work/store" >/dev/null
   local out
-  out=$("$BIN" mount "$work/store" "$work/mnt" --background -o "allow_other${1:+,$1}")
+  out=$("$BIN" mount "$work/store" "$work/mnt" --background ${1:+-o "$1"})
   daemon=$(printf '%s\n' "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p')
   [ -n "$daemon" ] || { echo "conformance: mount did not report its daemon: $out" >&2; exit 1; }
   chmod 1777 "$work/mnt"
@@ -77,7 +80,7 @@ unmount_check() {
 # One pjdfstest pass on a fresh mount: pjdfstest_pass CONFIG [PATTERN...]
 pjdfstest_pass() {
   local conf=$1; shift
-  mount_fresh
+  mount_fresh allow_other
   mkdir -m 777 "$work/secondary"
   # `mount -o remount,ro` would run mount.fuse3's helper; -i remounts directly.
   mkdir -p "$work/shim"

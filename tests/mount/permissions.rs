@@ -160,3 +160,114 @@ fn write_by_unprivileged_user_clears_setuid_and_setgid() {
     assert_ne!(d.mode() & 0o2000, 0, "subdirectory lost setgid");
     drop(m);
 }
+
+/// Runs `script` as root without capabilities (empty bounding and
+/// inheritable sets), with `groups` as supplementary groups. Such a caller
+/// may use a private root mount, and the daemon must hold it to the mode
+/// bits as the kernel would.
+fn as_capless_root(dir: &std::path::Path, groups: &[u32], script: &str) -> Output {
+    let groups = if groups.is_empty() {
+        "--clear-groups".to_string()
+    } else {
+        let list: Vec<String> = groups.iter().map(u32::to_string).collect();
+        format!("--groups={}", list.join(","))
+    };
+    Command::new("setpriv")
+        .args([&groups, "--inh-caps=-all", "--bounding-set=-all"])
+        .args(["sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn mount_options(mnt: &std::path::Path) -> String {
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = mnt.to_string_lossy().to_string();
+    mounts
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(want.as_str()))
+        .map(|l| l.split(" - ").nth(1).unwrap_or("").to_string())
+        .expect("mount listed")
+}
+
+#[test]
+fn a_private_mount_checks_permissions_in_the_daemon() {
+    let m = Mount::new("");
+    assert!(
+        !mount_options(&m.mnt).contains("default_permissions"),
+        "a private mount leaves the checks to the daemon"
+    );
+    let shared = Mount::new("allow_other");
+    assert!(mount_options(&shared.mnt).contains("default_permissions"));
+    drop(shared);
+
+    let d = m.mnt.clone();
+    let set = |rel: &str, mode: u32| {
+        fs::set_permissions(m.path(rel), fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let own = |rel: &str, uid: u32, gid: u32| {
+        std::os::unix::fs::chown(m.path(rel), Some(uid), Some(gid)).unwrap()
+    };
+    fs::write(m.path("zero"), b"nobody may").unwrap();
+    set("zero", 0o000);
+    fs::write(m.path("ro"), b"read only").unwrap();
+    set("ro", 0o444);
+    fs::write(m.path("grouped"), b"group 4242 reads").unwrap();
+    own("grouped", 7, 4242);
+    set("grouped", 0o640);
+    fs::create_dir(m.path("closed")).unwrap();
+    set("closed", 0o000);
+    fs::create_dir(m.path("spool")).unwrap();
+    own("spool", 8, 8);
+    set("spool", 0o1777);
+    fs::write(m.path("spool/theirs"), b"job").unwrap();
+    own("spool/theirs", 7, 7);
+    fs::write(m.path("open666"), b"anyone writes").unwrap();
+    own("open666", 7, 7);
+    set("open666", 0o666);
+    fs::write(m.path("tool"), b"#!/bin/sh\necho ran\n").unwrap();
+    set("tool", 0o455);
+
+    // Root with its capabilities passes the mode bits, as with the kernel's
+    // checks.
+    assert_eq!(fs::read(m.path("zero")).unwrap(), b"nobody may");
+    ok(
+        &m.sh("ls closed && echo more >> ro"),
+        "root with capabilities",
+    );
+
+    let no = |script: &str, needle: &str| {
+        denied(&as_capless_root(&d, &[], script), script, needle);
+    };
+    no("cat zero", "Permission denied");
+    no("echo x >> ro", "Permission denied");
+    no("truncate -s 0 ro", "Permission denied");
+    no(": > ro", "Permission denied");
+    no("ls closed", "Permission denied");
+    no("touch closed/new", "Permission denied");
+    no("chown 5 ro", "Operation not permitted");
+    no("chmod 666 grouped", "Operation not permitted");
+    no("touch -d 2001-01-01 open666", "Operation not permitted");
+    no("rm spool/theirs", "Operation not permitted");
+    no("ln grouped linked", "Operation not permitted");
+    no("cat grouped", "Permission denied");
+    no("./tool", "Permission denied");
+    no("test -w ro || exit 13; echo writable", "");
+
+    let yes = |groups: &[u32], script: &str| {
+        ok(&as_capless_root(&d, groups, script), script);
+    };
+    yes(
+        &[],
+        "cat ro && test -r ro && chmod 644 ro && echo again >> ro",
+    );
+    yes(&[4242], "cat grouped");
+    yes(&[], "touch open666 && echo more >> open666");
+    yes(
+        &[],
+        "touch -d 2001-01-01 ro && mkdir mine && touch mine/f && rm -r mine",
+    );
+    yes(&[], "echo mine > spool/mine && rm spool/mine");
+    assert_eq!(fs::read(m.path("ro")).unwrap(), b"read onlymore\nagain\n");
+    drop(m);
+}

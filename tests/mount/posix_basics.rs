@@ -172,3 +172,35 @@ fn xattrs_through_the_kernel() {
     }
     drop(m);
 }
+
+#[test]
+fn a_mount_without_xattrs_refuses_them_and_keeps_the_file_usable() {
+    let m = Mount::new("xattr=0");
+    let p = m.path("x");
+    fs::write(&p, b"data").unwrap();
+    let path = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let name = CString::new("user.k").unwrap();
+    // SAFETY: valid C strings and buffers for the duration of each call.
+    unsafe {
+        for _ in 0..2 {
+            // The first refusal is our ENOSYS; after it the kernel answers
+            // EOPNOTSUPP itself.
+            assert_eq!(
+                libc::setxattr(path.as_ptr(), name.as_ptr(), b"v".as_ptr().cast(), 1, 0),
+                -1
+            );
+            assert_eq!(*libc::__errno_location(), libc::EOPNOTSUPP);
+            let mut buf = [0u8; 8];
+            let n = libc::getxattr(path.as_ptr(), name.as_ptr(), buf.as_mut_ptr().cast(), 8);
+            assert_eq!(n, -1);
+            assert_eq!(*libc::__errno_location(), libc::EOPNOTSUPP);
+        }
+    }
+    // Writes and truncates, which ask for security.capability, still work.
+    let mut f = fs::OpenOptions::new().append(true).open(&p).unwrap();
+    f.write_all(b" more").unwrap();
+    f.set_len(4).unwrap();
+    drop(f);
+    assert_eq!(fs::read(&p).unwrap(), b"data");
+    drop(m);
+}

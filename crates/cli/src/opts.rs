@@ -3,7 +3,7 @@
 use crate::error::CliError;
 use crate::Result;
 use churnfs_engine::EngineConfig;
-use churnfs_fuse::AdapterConfig;
+use churnfs_fuse::{AdapterConfig, Permissions};
 use std::time::Duration;
 
 pub const MOUNT_OPTIONS_HELP: &str = "\
@@ -21,7 +21,13 @@ Mount options (-o key=value,...; defaults in brackets):
                            beyond it the oldest are invalidated (0: no limit) [10000]
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
   writeback_cache=0|1      kernel writeback cache [0]
-  allow_other              let every user reach the mount (permissions are checked by the kernel)";
+  allow_other              let every user reach the mount
+  permissions=auto|kernel|daemon
+                           who checks permissions: the daemon on a private mount,
+                           the kernel with allow_other [auto]
+  default_permissions      the same as permissions=kernel
+  xattr=0|1                extended attributes; without them writes and truncates
+                           after an attribute change cost one request less [1]";
 
 #[derive(Clone, Debug, Default)]
 pub struct MountOpts {
@@ -60,11 +66,34 @@ impl MountOpts {
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
                 "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
+                "xattr" => o.adapter.xattrs = num(k, v)? != 0,
                 "allow_other" if v.is_none() => o.adapter.allow_other = true,
-                // Always on; accepted so fstab-style option lists work.
-                "default_permissions" | "rw" | "noatime" => {}
+                "permissions" => {
+                    o.adapter.permissions = match v {
+                        Some("auto") => Permissions::Auto,
+                        Some("kernel") => Permissions::Kernel,
+                        Some("daemon") => Permissions::Daemon,
+                        _ => {
+                            return Err(CliError::BadOptionValue(
+                                k.into(),
+                                "is auto, kernel or daemon".into(),
+                            ))
+                        }
+                    }
+                }
+                "default_permissions" if v.is_none() => o.adapter.permissions = Permissions::Kernel,
+                // Accepted so fstab-style option lists work.
+                "rw" | "noatime" => {}
                 _ => return Err(CliError::UnknownOption(item.to_string())),
             }
+        }
+        if o.adapter.allow_other && o.adapter.permissions == Permissions::Daemon {
+            return Err(CliError::BadOptionValue(
+                "permissions".into(),
+                "daemon needs a private mount: with allow_other the kernel lets \
+                 users through names another user looked up, so use kernel"
+                    .into(),
+            ));
         }
         Ok(o)
     }
@@ -90,6 +119,24 @@ mod tests {
         ));
         assert!(matches!(
             MountOpts::parse(&["inodes_max=x".into()]),
+            Err(CliError::BadOptionValue(..))
+        ));
+    }
+
+    #[test]
+    fn the_daemon_checks_permissions_only_on_a_private_mount() {
+        let private = MountOpts::parse(&[]).unwrap();
+        assert!(private.adapter.daemon_checks());
+        let shared = MountOpts::parse(&["allow_other".into()]).unwrap();
+        assert!(!shared.adapter.daemon_checks());
+        let kernel = MountOpts::parse(&["default_permissions".into()]).unwrap();
+        assert!(!kernel.adapter.daemon_checks());
+        assert!(matches!(
+            MountOpts::parse(&["allow_other,permissions=daemon".into()]),
+            Err(CliError::BadOptionValue(..))
+        ));
+        assert!(matches!(
+            MountOpts::parse(&["permissions=maybe".into()]),
             Err(CliError::BadOptionValue(..))
         ));
     }

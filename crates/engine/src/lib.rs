@@ -10,6 +10,7 @@ pub mod format;
 pub mod fs;
 pub mod icache;
 pub mod journal;
+pub mod perm;
 pub mod stats;
 pub mod store;
 pub mod types;

@@ -4,13 +4,16 @@
 //! and which replies take a kernel lookup reference.
 
 mod convert;
+pub mod cred;
 pub mod errno;
 pub mod negative;
 
+use churnfs_engine::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
 use churnfs_engine::stats::Stats;
 use churnfs_engine::{
-    Ctx, Engine, EngineError, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
+    Attr, Ctx, Engine, EngineError, FileKind, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
 };
+use cred::ReqCaller;
 use fuser::{
     AccessFlags, Config, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
@@ -45,9 +48,15 @@ pub struct AdapterConfig {
     pub writeback_cache: bool,
     /// Worker threads, each reading its own cloned /dev/fuse descriptor.
     pub threads: usize,
-    /// Let every user reach the mount (`allow_other`); permissions are then
-    /// checked by the kernel (`default_permissions`, always on).
+    /// Let every user reach the mount (`allow_other`).
     pub allow_other: bool,
+    /// Who checks permissions.
+    pub permissions: Permissions,
+    /// Serve extended attributes. Without them every xattr call answers
+    /// ENOSYS, the kernel stops asking (EOPNOTSUPP to callers), and the
+    /// `getxattr(security.capability)` it sends before a write or truncate
+    /// that follows an attribute reply goes away.
+    pub xattrs: bool,
     /// Shown as the mount's source in /proc/mounts.
     pub fsname: String,
 }
@@ -64,7 +73,36 @@ impl Default for AdapterConfig {
                 .map(|n| n.get())
                 .unwrap_or(2),
             allow_other: false,
+            permissions: Permissions::Auto,
+            xattrs: true,
             fsname: "churnfs".into(),
+        }
+    }
+}
+
+/// Who checks file permissions (docs/design.md, "Permissions").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Permissions {
+    /// The daemon on a private mount, the kernel with `allow_other`.
+    #[default]
+    Auto,
+    /// The kernel (`default_permissions`). It then asks for a directory's
+    /// attributes again after every change in it: two GETATTRs per created
+    /// and removed file.
+    Kernel,
+    /// The daemon. Only on a private mount: the kernel walks names it has
+    /// cached without asking, so one user's lookup would let another user
+    /// through a directory it may not search.
+    Daemon,
+}
+
+impl AdapterConfig {
+    /// Whether the daemon checks permissions itself.
+    pub fn daemon_checks(&self) -> bool {
+        match self.permissions {
+            Permissions::Auto => !self.allow_other,
+            Permissions::Kernel => false,
+            Permissions::Daemon => true,
         }
     }
 }
@@ -75,6 +113,7 @@ pub struct Adapter {
     cfg: AdapterConfig,
     stats: Arc<Stats>,
     negatives: Arc<KernelNegatives>,
+    checks: bool,
 }
 
 const GEN: Generation = Generation(0);
@@ -91,6 +130,30 @@ fn ctx(req: &Request) -> Ctx {
     }
 }
 
+/// The access an open asks for: read, write or both by its access mode, and
+/// execute alone for exec(2), which opens with `__FMODE_EXEC` (0x20).
+fn open_mask(flags: OpenFlags) -> u32 {
+    const FMODE_EXEC: i32 = 0x20;
+    if flags.0 & FMODE_EXEC != 0 {
+        return MAY_EXEC;
+    }
+    match flags.0 & libc::O_ACCMODE {
+        libc::O_RDONLY => MAY_READ,
+        libc::O_WRONLY => MAY_WRITE,
+        _ => MAY_READ | MAY_WRITE,
+    }
+}
+
+/// Replies with the errno of a refused permission check and returns.
+macro_rules! permit {
+    ($self:ident, $req:expr, $reply:ident, $check:expr) => {
+        if let Err(e) = $self.permit($req, $check) {
+            $reply.error(e);
+            return;
+        }
+    };
+}
+
 fn set_time(t: TimeOrNow) -> SetTime {
     match t {
         TimeOrNow::Now => SetTime::Now,
@@ -102,12 +165,56 @@ impl Adapter {
     pub fn new(engine: Arc<Engine>, cfg: AdapterConfig) -> Adapter {
         let stats = engine.stats_handle();
         let negatives = Arc::new(KernelNegatives::new(cfg.kernel_negative_max, stats.clone()));
+        let checks = cfg.daemon_checks();
         Adapter {
             engine,
             cfg,
             stats,
             negatives,
+            checks,
         }
+    }
+
+    /// Runs a permission check when the daemon checks permissions; the
+    /// error is the errno to reply with.
+    fn permit(
+        &self,
+        req: &Request,
+        check: impl FnOnce(&mut ReqCaller<'_>) -> churnfs_engine::Result<()>,
+    ) -> Result<(), fuser::Errno> {
+        if !self.checks {
+            return Ok(());
+        }
+        Stats::inc(&self.stats.perm_checks);
+        let mut caller = ReqCaller::new(req.uid(), req.gid(), req.pid(), &self.stats);
+        check(&mut caller).map_err(|e| {
+            if matches!(e, EngineError::Access | EngineError::Perm) {
+                Stats::inc(&self.stats.perm_denied);
+            }
+            errno(&e)
+        })
+    }
+
+    fn attr(&self, i: INodeNo) -> churnfs_engine::Result<Attr> {
+        self.engine.getattr(ino(i))
+    }
+
+    /// May the caller create a name in `dir`?
+    fn may_create(&self, c: &mut ReqCaller<'_>, dir: INodeNo) -> churnfs_engine::Result<()> {
+        perm::may_create(c, &self.attr(dir)?)
+    }
+
+    /// May the caller remove `name` from `dir`?
+    fn may_delete(
+        &self,
+        c: &mut ReqCaller<'_>,
+        dir: INodeNo,
+        name: &OsStr,
+    ) -> churnfs_engine::Result<()> {
+        let d = self.attr(dir)?;
+        perm::may_delete(c, &d, &mut || {
+            self.engine.child_attr(ino(dir), name.as_bytes())
+        })
     }
 
     /// The keeper of the kernel's negative-dentry budget; `start` it with the
@@ -174,9 +281,11 @@ pub fn fuser_config(cfg: &AdapterConfig) -> Config {
     let mut mount_options = vec![
         MountOption::FSName(cfg.fsname.clone()),
         MountOption::Subtype("churnfs".into()),
-        MountOption::DefaultPermissions,
         MountOption::NoAtime,
     ];
+    if !cfg.daemon_checks() {
+        mount_options.push(MountOption::DefaultPermissions);
+    }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         mount_options.push(MountOption::Dev);
@@ -228,8 +337,13 @@ impl Filesystem for Adapter {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         Stats::inc(&self.stats.op_lookup);
+        permit!(self, req, reply, |c| perm::access(
+            c,
+            &self.attr(parent)?,
+            MAY_EXEC
+        ));
         match self.engine.lookup(ino(parent), name.as_bytes()) {
             Err(EngineError::NotFound) => self.negative(reply, parent, name),
             r => self.entry(reply, r),
@@ -251,7 +365,7 @@ impl Filesystem for Adapter {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -260,7 +374,7 @@ impl Filesystem for Adapter {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -268,6 +382,22 @@ impl Filesystem for Adapter {
         reply: ReplyAttr,
     ) {
         Stats::inc(&self.stats.op_setattr);
+        let given = |t: &Option<TimeOrNow>| matches!(t, Some(TimeOrNow::SpecificTime(_)));
+        let times_given = given(&atime) || given(&mtime);
+        let change = perm::Change {
+            mode,
+            uid,
+            gid,
+            size: size.is_some(),
+            times_given,
+            times_now: !times_given && (atime.is_some() || mtime.is_some()),
+            through_handle: fh.is_some() && size.is_some(),
+        };
+        let mut mode = mode;
+        permit!(self, req, reply, |c| {
+            mode = perm::setattr(c, &self.attr(i)?, &change)?;
+            Ok(())
+        });
         let set = SetAttr {
             mode,
             uid,
@@ -302,6 +432,7 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         Stats::inc(&self.stats.op_mknod);
+        permit!(self, req, reply, |c| self.may_create(c, parent));
         let r = self
             .engine
             .mknod(ctx(req), ino(parent), name.as_bytes(), mode, rdev);
@@ -319,6 +450,7 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         Stats::inc(&self.stats.op_mkdir);
+        permit!(self, req, reply, |c| self.may_create(c, parent));
         let r = self
             .engine
             .mkdir(ctx(req), ino(parent), name.as_bytes(), mode);
@@ -326,8 +458,9 @@ impl Filesystem for Adapter {
         self.entry(reply, r);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         Stats::inc(&self.stats.op_unlink);
+        permit!(self, req, reply, |c| self.may_delete(c, parent, name));
         let r = self.engine.unlink(ino(parent), name.as_bytes());
         if r.is_ok() {
             self.negatives.note(parent.0, name.as_bytes());
@@ -335,8 +468,9 @@ impl Filesystem for Adapter {
         Self::empty(reply, r);
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         Stats::inc(&self.stats.op_rmdir);
+        permit!(self, req, reply, |c| self.may_delete(c, parent, name));
         let r = self.engine.rmdir(ino(parent), name.as_bytes());
         if r.is_ok() {
             self.negatives.note(parent.0, name.as_bytes());
@@ -353,6 +487,7 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         Stats::inc(&self.stats.op_symlink);
+        permit!(self, req, reply, |c| self.may_create(c, parent));
         let target = target.as_os_str().as_bytes();
         let r = self
             .engine
@@ -363,7 +498,7 @@ impl Filesystem for Adapter {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -380,6 +515,26 @@ impl Filesystem for Adapter {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
+        permit!(self, req, reply, |c| {
+            let src = self.engine.child_attr(ino(parent), name.as_bytes())?;
+            perm::may_delete(c, &self.attr(parent)?, &mut || Ok(src))?;
+            let moves = parent != newparent;
+            match self.engine.child_attr(ino(newparent), newname.as_bytes()) {
+                Ok(dst) => {
+                    perm::may_delete(c, &self.attr(newparent)?, &mut || Ok(dst))?;
+                    // An exchanged directory changes its "..", too.
+                    if f.exchange && moves && dst.kind == FileKind::Directory {
+                        perm::access(c, &dst, MAY_WRITE)?;
+                    }
+                }
+                Err(EngineError::NotFound) => self.may_create(c, newparent)?,
+                Err(e) => return Err(e),
+            }
+            if moves && src.kind == FileKind::Directory {
+                perm::access(c, &src, MAY_WRITE)?;
+            }
+            Ok(())
+        });
         let r = self.engine.rename(
             ino(parent),
             name.as_bytes(),
@@ -398,20 +553,29 @@ impl Filesystem for Adapter {
 
     fn link(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
         Stats::inc(&self.stats.op_link);
+        permit!(self, req, reply, |c| {
+            perm::may_link(c, &self.attr(i)?)?;
+            self.may_create(c, newparent)
+        });
         let r = self.engine.link(ino(i), ino(newparent), newname.as_bytes());
         self.created(newparent, newname, r.is_ok());
         self.entry(reply, r);
     }
 
-    fn open(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         Stats::inc(&self.stats.op_open);
+        permit!(self, req, reply, |c| perm::access(
+            c,
+            &self.attr(i)?,
+            open_mask(flags)
+        ));
         match self.engine.open(ino(i)) {
             Ok(fh) => reply.opened(FileHandle(fh.0), self.open_flags()),
             Err(e) => reply.error(errno(&e)),
@@ -494,8 +658,13 @@ impl Filesystem for Adapter {
         Self::empty(reply, self.engine.fsync());
     }
 
-    fn opendir(&self, _req: &Request, i: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         Stats::inc(&self.stats.op_opendir);
+        permit!(self, req, reply, |c| perm::access(
+            c,
+            &self.attr(i)?,
+            open_mask(flags)
+        ));
         match self.engine.opendir(ino(i)) {
             Ok(fh) => reply.opened(FileHandle(fh.0), FopenFlags::empty()),
             Err(e) => reply.error(errno(&e)),
@@ -588,7 +757,7 @@ impl Filesystem for Adapter {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -597,18 +766,36 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         Stats::inc(&self.stats.op_xattr);
+        if !self.cfg.xattrs {
+            return reply.error(fuser::Errno::ENOSYS);
+        }
         if position != 0 {
             reply.error(fuser::Errno::EINVAL);
             return;
         }
+        permit!(self, req, reply, |c| perm::xattr(
+            c,
+            name.as_bytes(),
+            true,
+            &mut || self.attr(i)
+        ));
         Self::empty(
             reply,
             self.engine.setxattr(ino(i), name.as_bytes(), value, flags),
         );
     }
 
-    fn getxattr(&self, _req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         Stats::inc(&self.stats.op_xattr);
+        if !self.cfg.xattrs {
+            return reply.error(fuser::Errno::ENOSYS);
+        }
+        permit!(self, req, reply, |c| perm::xattr(
+            c,
+            name.as_bytes(),
+            false,
+            &mut || self.attr(i)
+        ));
         match self.engine.getxattr(ino(i), name.as_bytes()) {
             Ok(v) => xattr_reply(reply, &v, size),
             Err(e) => reply.error(errno(&e)),
@@ -617,22 +804,40 @@ impl Filesystem for Adapter {
 
     fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
         Stats::inc(&self.stats.op_xattr);
+        if !self.cfg.xattrs {
+            return reply.error(fuser::Errno::ENOSYS);
+        }
         match self.engine.listxattr(ino(i)) {
             Ok(v) => xattr_reply(reply, &v, size),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn removexattr(&self, _req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         Stats::inc(&self.stats.op_xattr);
+        if !self.cfg.xattrs {
+            return reply.error(fuser::Errno::ENOSYS);
+        }
+        permit!(self, req, reply, |c| perm::xattr(
+            c,
+            name.as_bytes(),
+            true,
+            &mut || self.attr(i)
+        ));
         Self::empty(reply, self.engine.removexattr(ino(i), name.as_bytes()));
     }
 
-    fn access(&self, _req: &Request, i: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+    fn access(&self, req: &Request, i: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         Stats::inc(&self.stats.op_access);
-        // With default_permissions the kernel checks modes itself; this only
-        // answers whether the inode exists.
-        Self::empty(reply, self.engine.getattr(ino(i)).map(|_| ()));
+        // With default_permissions the kernel checks modes itself and asks
+        // only whether the inode exists.
+        let a = match self.attr(i) {
+            Ok(a) => a,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let mask = mask.bits() as u32;
+        permit!(self, req, reply, |c| perm::access(c, &a, mask));
+        reply.ok();
     }
 
     fn create(
@@ -646,6 +851,7 @@ impl Filesystem for Adapter {
         reply: ReplyCreate,
     ) {
         Stats::inc(&self.stats.op_create);
+        permit!(self, req, reply, |c| self.may_create(c, parent));
         match self
             .engine
             .create(ctx(req), ino(parent), name.as_bytes(), mode)
