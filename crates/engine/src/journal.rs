@@ -360,9 +360,11 @@ impl Engine {
     /// Deletes the data of a large file this mount freed (queued by the
     /// commit that freed it), in bounded batches; its own records go last.
     fn free_large(&self, ino: Ino) -> Result<()> {
-        // The commit that queued `ino` applied its batch under the state
-        // lock: taking the lock once orders what follows after it.
-        drop(self.lock_state()?);
+        // The commit that queued `ino` holds the commit lock until it has
+        // applied its batch and, if it syncs, synced: taking the lock once
+        // orders the deletions after it (so an fsync that freed the file
+        // makes its `U` record durable before any of its data goes).
+        drop(self.commit.lock().unwrap_or_else(|p| p.into_inner()));
         let mut freer = Freer::new(&*self.store, self.cfg.free_batch_keys);
         let stop = || self.is_stopped() || self.free_queue.stopping();
         let mut apply = |b| self.apply_freed(b);
@@ -464,6 +466,7 @@ impl Engine {
         let seq;
         {
             let mut s = self.lock_state()?;
+            let locked = Instant::now();
             s.drained += 1;
             seq = s.drained;
             let batch = match s.drain() {
@@ -477,6 +480,9 @@ impl Engine {
                 }
                 ctl.unsynced = true;
             }
+            // How long every request waited at most behind this commit.
+            let held = locked.elapsed().as_micros() as u64;
+            Stats::max(&self.stats.commit_locked_max_us, held);
         }
         Stats::inc(&self.stats.commits);
         if sync && ctl.unsynced {
