@@ -5,6 +5,8 @@
 # daemon with `perf record -g` while one workload runs, and folds the stacks
 # into an SVG with inferno (installed with cargo when missing). Root only.
 # Also writes the FUSE requests per operation that `churnfs stats` counted.
+# REQUESTS_ONLY=1 skips perf and the SVGs and writes only the request counts.
+# CHURNFS_MOUNT_OPTS adds mount options (e.g. "-o xattr=0").
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 : "${CARGO_TARGET_DIR:=$HOME/.cache/churnfs-target}"
@@ -15,9 +17,12 @@ W2_ITERS=${W2_ITERS:-100000}
 W4_FILES=${W4_FILES:-20000}
 
 log() { printf 'flame: %s\n' "$*" >&2; }
-command -v perf >/dev/null || { log "perf missing (apt-get install linux-perf)"; exit 1; }
+REQUESTS_ONLY=${REQUESTS_ONLY:-0}
 export PATH="$HOME/.cargo/bin:$PATH"
-if ! command -v inferno-flamegraph >/dev/null; then
+if [ "$REQUESTS_ONLY" != 1 ]; then
+  command -v perf >/dev/null || { log "perf missing (apt-get install linux-perf)"; exit 1; }
+fi
+if [ "$REQUESTS_ONLY" != 1 ] && ! command -v inferno-flamegraph >/dev/null; then
   log "installing inferno"
   cargo install --locked --quiet inferno
 fi
@@ -47,26 +52,32 @@ profile() {
   mount -t tmpfs -o size=4g churnfs-flame "$work/ram"
   "$BIN" mkfs "$work/ram/store" >/dev/null
   local out
-  out=$("$BIN" mount "$work/ram/store" "$work/mnt" --background)
+  # shellcheck disable=SC2086
+  out=$("$BIN" mount "$work/ram/store" "$work/mnt" --background ${CHURNFS_MOUNT_OPTS:-})
   pid=$(printf '%s\n' "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p')
   [ -n "$pid" ] || { log "no daemon pid in: $out"; exit 1; }
   mkdir "$work/mnt/bench"
   "$BIN" stats "$work/mnt" > "$work/before"
-  perf record -F 499 -g -p "$pid" -o "$work/perf.data" 2>"$work/perf.log" &
-  local perf_pid=$!
-  sleep 1
+  local perf_pid=""
+  if [ "$REQUESTS_ONLY" != 1 ]; then
+    perf record -F 499 -g -p "$pid" -o "$work/perf.data" 2>"$work/perf.log" &
+    perf_pid=$!
+    sleep 1
+  fi
   log "$name: $*"
   (cd "$work/mnt/bench" && "$@") > "$OUT/$name.kv"
-  kill -INT "$perf_pid"; wait "$perf_pid" || true
+  if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
   "$BIN" stats "$work/mnt" > "$work/after"
-  perf script -i "$work/perf.data" 2>/dev/null | inferno-collapse-perf > "$work/folded"
-  inferno-flamegraph --title "churnfs daemon, $name" < "$work/folded" > "$OUT/$name.svg"
+  if [ -n "$perf_pid" ]; then
+    perf script -i "$work/perf.data" 2>/dev/null | inferno-collapse-perf > "$work/folded"
+    inferno-flamegraph --title "churnfs daemon, $name" < "$work/folded" > "$OUT/$name.svg"
+  fi
   # Requests the workload sent, by opcode.
   join <(grep '^op_' "$work/before" | sort) <(grep '^op_' "$work/after" | sort) |
     awk '$3 > $2 { print $1 "=" $3 - $2 }' > "$OUT/$name.requests"
   fusermount3 -u "$work/mnt"
   cleanup
-  log "$name: $OUT/$name.svg"
+  log "$name: $OUT/$name.requests"
 }
 
 # pt_requests NAME CMD...: the same workload on passthrough_ll (debug mode,

@@ -214,6 +214,11 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("existing_per_s", "stat existing /s", High),
             col("missing_us", "µs per missing stat", Low),
             col("existing_us", "µs per existing stat", Low),
+            col(
+                "first_missing_us",
+                "µs per first miss (new name each call)",
+                Low,
+            ),
         ],
         _ => Vec::new(),
     }

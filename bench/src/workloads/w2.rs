@@ -34,9 +34,9 @@ pub fn run(a: Args) -> Result<Out, String> {
     let step = (a.iters / 100).max(1);
     let mut marks: Vec<(u64, f64)> = Vec::with_capacity(101);
     let deadline = a.max_secs.map(Duration::from_secs_f64);
-    // The daemon's RSS once warm: after 100k iterations (or a tenth of a
-    // shorter run), the baseline #7's memory bound is measured from.
-    let warm_at = a.iters.min(100_000).max(a.iters / 10).max(1);
+    // The daemon's RSS once warm: after a tenth of the run, at most 100k
+    // iterations, the baseline #7's memory bound is measured from.
+    let warm_at = warm_at(a.iters);
     let mut rss_warm = None;
     let me = std::process::id();
     let t0 = Instant::now();
@@ -149,4 +149,21 @@ fn one(path: &std::ffi::CStr, payload: &[u8], unlink_first: bool) -> Result<(), 
         unlink()?;
     }
     Ok(())
+}
+
+/// When W2 samples the daemon's RSS as warm: a tenth of the run, at most
+/// 100k iterations.
+fn warm_at(iters: u64) -> u64 {
+    (iters / 10).clamp(1, 100_000)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_warm_sample_is_a_tenth_of_the_run_at_most_100k() {
+        assert_eq!(super::warm_at(10_000_000), 100_000);
+        assert_eq!(super::warm_at(1_000_000), 100_000);
+        assert_eq!(super::warm_at(10_000), 1_000);
+        assert_eq!(super::warm_at(5), 1);
+    }
 }

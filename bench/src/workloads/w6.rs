@@ -76,6 +76,15 @@ pub fn run(a: Args) -> Result<Out, String> {
         out.num("churn_s", secs);
         out.num("churn_per_s", done as f64 / secs);
         fill(&fresh, a.live)?;
+        // Both directories durable before they are measured, so that the
+        // fresh one's times are not those of a commit of its creates still
+        // in flight (a filesystem that delays metadata writes would
+        // otherwise be measured writing them).
+        for d in [&churned, &fresh] {
+            std::fs::File::open(d)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| format!("fsync {}: {e}", d.display()))?;
+        }
     }
     let mut m: [Vec<f64>; 4] = Default::default();
     for _ in 0..REPEAT {

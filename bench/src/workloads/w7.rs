@@ -1,5 +1,7 @@
 //! W7 FUSE floor: stat() of a name that does not exist and of a file that
-//! does, each in a loop for a fixed time; operations per second.
+//! does, each in a loop for a fixed time; operations per second. Then stat()
+//! of a new missing name each time (`first_missing`): every call is a first
+//! miss, which no negative cache can answer.
 
 use crate::util::{self, cstr, Out};
 use std::ffi::CStr;
@@ -11,9 +13,16 @@ pub struct Args {
     pub secs: f64,
 }
 
-/// Stats `path` for about `secs`; returns (calls, seconds, calls that failed
-/// with an errno other than the one expected).
-fn spin(path: &CStr, secs: f64, expect_missing: bool) -> (u64, f64, u64) {
+/// What `spin` stats: one path each time, or a new name in a directory
+/// each time (`w7-miss-N`, N counting from the second field).
+enum Target<'a> {
+    Same(&'a CStr),
+    New(&'a Path, u64),
+}
+
+/// Stats `target` for about `secs`; returns (calls, seconds, calls that
+/// failed with an errno other than the one expected).
+fn spin(target: &Target, secs: f64, expect_missing: bool) -> (u64, f64, u64) {
     let limit = Duration::from_secs_f64(secs);
     // SAFETY: an all-zero stat is a valid buffer for stat() to fill.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -21,7 +30,20 @@ fn spin(path: &CStr, secs: f64, expect_missing: bool) -> (u64, f64, u64) {
     let mut wrong = 0u64;
     let t = Instant::now();
     loop {
-        for _ in 0..256 {
+        // New names are made a round at a time (well under a µs each,
+        // against a round trip of tens of µs; the time includes them).
+        let new: Vec<_> = match target {
+            Target::Same(_) => Vec::new(),
+            Target::New(dir, start) => (0..256u64)
+                .map(|i| cstr(&dir.join(format!("w7-miss-{}", start + calls + i))))
+                .collect(),
+        };
+        for i in 0..256 {
+            let path = match (target, new.get(i)) {
+                (_, Some(n)) => n.as_c_str(),
+                (Target::Same(p), None) => p,
+                (Target::New(..), None) => unreachable!("256 new names per round"),
+            };
             // SAFETY: path is a valid C string and st a valid buffer.
             let r = unsafe { libc::stat(path.as_ptr(), &mut st) };
             let ok = if expect_missing {
@@ -65,8 +87,8 @@ pub fn run(a: Args) -> Result<Out, String> {
     let existing = existing(&a.dir)?;
     for (label, path, miss) in [("missing", missing, true), ("existing", existing, false)] {
         let c = cstr(&path);
-        spin(&c, 0.05, miss);
-        let (calls, secs, wrong) = spin(&c, a.secs, miss);
+        spin(&Target::Same(&c), 0.05, miss);
+        let (calls, secs, wrong) = spin(&Target::Same(&c), a.secs, miss);
         if wrong > 0 {
             return Err(format!(
                 "stat of the {label} name gave an unexpected answer {wrong} times"
@@ -75,5 +97,14 @@ pub fn run(a: Args) -> Result<Out, String> {
         out.num(format!("{label}_per_s"), calls as f64 / secs);
         out.num(format!("{label}_us"), secs * 1e6 / calls as f64);
     }
+    let (warm, _, _) = spin(&Target::New(&a.dir, 0), 0.05, true);
+    let (calls, secs, wrong) = spin(&Target::New(&a.dir, warm), a.secs, true);
+    if wrong > 0 {
+        return Err(format!(
+            "stat of a new missing name gave an unexpected answer {wrong} times"
+        ));
+    }
+    out.num("first_missing_per_s", calls as f64 / secs);
+    out.num("first_missing_us", secs * 1e6 / calls as f64);
     Ok(out)
 }
