@@ -565,30 +565,17 @@ mod tests {
 
     #[test]
     fn hard_links_to_others_files_need_read_write_and_no_set_id() {
-        let mut stranger = user(1001, 200);
-        assert_eq!(
-            denied(may_link(&mut stranger, &file(0o666, 1000, 100))),
-            "ok"
-        );
-        assert_eq!(
-            denied(may_link(&mut stranger, &file(0o644, 1000, 100))),
-            "EPERM"
-        );
-        assert_eq!(
-            denied(may_link(&mut stranger, &file(0o4666, 1000, 100))),
-            "EPERM"
-        );
-        assert_eq!(
-            denied(may_link(&mut stranger, &file(0o2676, 1000, 100))),
-            "EPERM"
-        );
-        assert_eq!(
-            denied(may_link(&mut user(1000, 1), &file(0o000, 1000, 100))),
-            "ok"
-        );
-        assert_eq!(
-            denied(may_link(&mut root(), &file(0o4000, 1000, 100))),
-            "ok"
-        );
+        let stranger = || user(1001, 200);
+        for (mut who, mode, expect) in [
+            (stranger(), 0o666, "ok"),
+            (stranger(), 0o644, "EPERM"),
+            (stranger(), 0o4666, "EPERM"),
+            (stranger(), 0o2676, "EPERM"),
+            (user(1000, 1), 0o000, "ok"),
+            (root(), 0o4000, "ok"),
+        ] {
+            let f = file(mode, 1000, 100);
+            assert_eq!(denied(may_link(&mut who, &f)), expect, "mode {mode:o}");
+        }
     }
 }
