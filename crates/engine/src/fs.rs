@@ -52,7 +52,7 @@ impl Default for EngineConfig {
             dentries_max: 200_000,
             negative_entries_max: 10_000,
             dirty_bytes_max: 256 << 20,
-            dirty_items_max: 100_000,
+            dirty_items_max: 10_000,
             free_batch_keys: 1024,
             statfs_path: None,
         }
