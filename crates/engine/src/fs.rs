@@ -352,6 +352,14 @@ impl State {
             }
         }
     }
+
+    /// The attributes of `name` in directory `parent`.
+    fn child_attr(&mut self, parent: Ino, name: &[u8]) -> Result<Attr> {
+        self.dir(parent)?;
+        let (child, _) = self.find(parent, name)?;
+        let (ino, _) = child.ok_or(EngineError::NotFound)?;
+        Ok(self.inode(ino)?.attr(ino))
+    }
 }
 
 impl Engine {
@@ -403,11 +411,8 @@ impl Engine {
             s.icache.hold(ino);
             return Ok(attr);
         }
-        s.dir(parent)?;
-        let (child, _) = s.find(parent, name)?;
-        let (ino, _) = child.ok_or(EngineError::NotFound)?;
-        let attr = s.inode(ino)?.attr(ino);
-        s.icache.hold(ino);
+        let attr = s.child_attr(parent, name)?;
+        s.icache.hold(attr.ino);
         Ok(attr)
     }
 
@@ -415,11 +420,7 @@ impl Engine {
     /// (for checks made before an operation on the name).
     pub fn child_attr(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
         check_name(name)?;
-        let mut s = self.lock_state()?;
-        s.dir(parent)?;
-        let (child, _) = s.find(parent, name)?;
-        let (ino, _) = child.ok_or(EngineError::NotFound)?;
-        Ok(s.inode(ino)?.attr(ino))
+        self.lock_state()?.child_attr(parent, name)
     }
 
     /// The kernel dropped `n` references (FORGET).

@@ -194,8 +194,8 @@ impl State {
                 if i.rec.size > unlinked::FREE_INLINE_MAX && self.free_queue.push(ino) {
                     // A large file: this batch keeps its `U` record (and its
                     // inode record, now with no link); the reclaim thread
-                    // deletes its data in bounded batches. It takes the
-                    // state lock first, and this batch is applied under it.
+                    // deletes its data in bounded batches, after this
+                    // commit (it takes the commit lock first).
                     let mut rec = i.rec.clone();
                     rec.extra = None;
                     batch.put(format::inode_key(ino), rec.encode(ino)?);

@@ -68,27 +68,16 @@ impl Unlinked {
     }
 }
 
-/// Adds to `batch` the deletion of everything the store holds for `ino`.
+/// Adds to `batch` the deletion of everything the store holds for `ino`
+/// (a commit's batch: the `Freer`'s pages all go into it, none is applied).
 pub fn delete_inode_records(store: &dyn KvStore, ino: Ino, batch: &mut Batch) -> Result<()> {
-    let prefix = format::block_prefix(ino);
-    let mut start = prefix.clone();
-    loop {
-        let page = store.scan(&prefix, &start, 1024)?;
-        let Some((last, _)) = page.last() else { break };
-        start = last.clone();
-        start.push(0);
-        let full = page.len() == 1024;
-        for (k, _) in page {
-            batch.delete(k);
-        }
-        if !full {
-            break;
-        }
-    }
-    batch.delete(format::inode_key(ino));
-    batch.delete(format::xattr_key(ino));
-    batch.delete(format::unlinked_key(ino));
-    Ok(())
+    let mut freer = Freer::new(store, 1024);
+    let mut gather = |b: Batch| {
+        batch.ops.extend(b.ops);
+        Ok(())
+    };
+    freer.free(ino, &|| false, &mut gather)?;
+    freer.flush(&mut gather)
 }
 
 /// Deletes what the store holds for inodes nothing can reach any more, in
