@@ -74,7 +74,7 @@ fn store_of_a_future_format_version_is_refused() {
         sb.version = format::FORMAT_VERSION + 1;
         let mut b = churnfs_engine::store::Batch::default();
         b.put(format::super_key(), sb.encode());
-        kv.apply(b).unwrap();
+        kv.apply(&b).unwrap();
         kv.sync().unwrap();
     }
     let mnt = t.path().join("mnt");

@@ -2,11 +2,12 @@
 //! store, fsync is durable, unsynced work is lost whole or not at all, the
 //! committer commits on its own, and a failed store stops the engine.
 
-use churnfs_engine::{Engine, EngineConfig, EngineError, Ino};
+use churnfs_engine::store::{Batch, KvPair};
+use churnfs_engine::{Engine, EngineConfig, EngineError, Ino, KvStore, MemStore, StoreError};
 use churnfs_tests::{
     assert_err, fsck_clean, keys_of, pattern, small_config, stat, stored_name, Fs, CTX,
 };
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -278,4 +279,143 @@ fn dirty_items_stay_within_their_bound() {
     fs.crash();
     assert_eq!(fs.names(Ino::ROOT).len(), 2_000);
     fs.fsck();
+}
+
+/// A store whose `apply` waits at a gate while it is closed, and says when
+/// one has arrived there.
+struct GatedStore {
+    inner: Arc<MemStore>,
+    closed: Mutex<bool>,
+    opened: Condvar,
+    arrived: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl KvStore for GatedStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key)
+    }
+    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
+        self.inner.scan(prefix, start, limit)
+    }
+    fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
+        let mut closed = self.closed.lock().unwrap();
+        if *closed {
+            if let Some(tx) = self.arrived.lock().unwrap().as_ref() {
+                let _ = tx.send(());
+            }
+            while *closed {
+                closed = self.opened.wait(closed).unwrap();
+            }
+        }
+        self.inner.apply(batch)
+    }
+    fn sync(&self) -> Result<(), StoreError> {
+        self.inner.sync()
+    }
+}
+
+/// While the store writes a commit's batch, requests go on: they read the
+/// batch's records (evicted from the small caches by the commit) from the
+/// batch itself, and new changes wait for the next commit.
+#[test]
+fn requests_are_served_while_a_commit_writes_its_batch() {
+    let mem = Arc::new(MemStore::new());
+    Engine::mkfs(&*mem, 0, 0).unwrap();
+    let gated = Arc::new(GatedStore {
+        inner: mem.clone(),
+        closed: Mutex::new(false),
+        opened: Condvar::new(),
+        arrived: Mutex::new(None),
+    });
+    // Room for every file's data in one commit.
+    let cfg = EngineConfig {
+        dirty_bytes_max: 64 << 20,
+        ..small_config()
+    };
+    let engine = Engine::mount(gated.clone(), cfg.clone()).unwrap();
+    let fs = Fs {
+        store: mem.clone(),
+        engine,
+        cfg,
+    };
+    let d = fs.mkdir(Ino::ROOT, b"d");
+    // More files than the caches hold (32 inodes, 64 names), with data in
+    // blocks of their own.
+    let files = 100u64;
+    for i in 0..files {
+        fs.mkfile(d, format!("f{i}").as_bytes(), &pattern(i, 150_000));
+    }
+    fs.e().unlink(d, b"f0").unwrap();
+    let (tx, arrived) = mpsc::channel();
+    *gated.arrived.lock().unwrap() = Some(tx);
+    *gated.closed.lock().unwrap() = true;
+    let committer = {
+        let e = fs.engine.clone();
+        std::thread::spawn(move || e.fsync())
+    };
+    arrived
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the commit never reached the store");
+    assert!(
+        !stored_name(&mem, d, b"f1"),
+        "the batch is still at the gate"
+    );
+    let reader = {
+        let e = fs.engine.clone();
+        let fs2 = Fs {
+            store: mem.clone(),
+            engine: e,
+            cfg: small_config(),
+        };
+        std::thread::spawn(move || {
+            let names: Vec<_> = fs2.names(d).into_iter().map(|n| n.0).collect();
+            let mut contents = Vec::new();
+            for i in 1..files {
+                let ino = fs2.ino(d, format!("f{i}").as_bytes()).unwrap();
+                contents.push(fs2.read_all(ino) == pattern(i, 150_000));
+            }
+            let f0 = fs2.ino(d, b"f0").map(|_| ());
+            fs2.mkfile(d, b"during", b"written while the commit was at the gate");
+            // Returned, not dropped: dropping unmounts, which waits for the commit.
+            (names.len(), contents, f0, fs2)
+        })
+    };
+    // The reader must finish while the commit is still held at the gate.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !reader.is_finished() {
+        assert!(
+            Instant::now() < deadline,
+            "requests waited for the store's write of a commit"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !committer.is_finished(),
+        "the commit passed the closed gate"
+    );
+    let (names, contents, f0, fs2) = reader.join().unwrap();
+    assert_eq!(names as u64, files - 1, "readdir during the commit");
+    assert!(
+        contents.iter().all(|&ok| ok),
+        "file data read during the commit"
+    );
+    assert_err!(f0, EngineError::NotFound);
+    *gated.closed.lock().unwrap() = false;
+    gated.opened.notify_all();
+    committer.join().unwrap().unwrap();
+    drop(fs2);
+    drop(fs);
+    fsck_clean(&*mem);
+    let mut fs = Fs {
+        store: mem.clone(),
+        engine: Engine::mount(mem.clone(), small_config()).unwrap(),
+        cfg: small_config(),
+    };
+    fs.remount();
+    assert_eq!(fs.names(d).len() as u64, files);
+    let during = fs.ino(d, b"during").unwrap();
+    assert_eq!(
+        fs.read_all(during),
+        b"written while the commit was at the gate"
+    );
 }

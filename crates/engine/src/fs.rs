@@ -88,7 +88,8 @@ pub struct State {
 pub struct Engine {
     pub(crate) state: Mutex<State>,
     pub(crate) commit: Mutex<CommitCtl>,
-    pub(crate) store: Arc<dyn KvStore>,
+    /// The store behind the batch a commit is writing (`inflight`).
+    pub(crate) store: Arc<crate::inflight::InFlightStore>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) stopped: AtomicBool,
     pub(crate) next_fh: AtomicU64,

@@ -4,9 +4,10 @@
 //! Every operation changes in-memory items and adds them to the dirty list
 //! (`DirtyList`, insertion-ordered: an item keeps the age of its first change
 //! until it is written). A commit drains the whole list under the state
-//! lock, encodes each item's *final* state, applies the batch to the store
-//! (visible to readers at once) and releases the lock; then, outside the
-//! lock, syncs the store when durability was asked for. A name created and
+//! lock, encodes each item's *final* state and stages the batch (readers see
+//! it at once, inflight.rs), releases the lock, and only then applies the
+//! batch to the store and syncs it when durability was asked for: requests
+//! wait for the drain, never for the store's write. A name created and
 //! removed between two commits is dropped at drain: it never reaches the store.
 //!
 //! Triggers: the committer thread every `commit_interval_ms`; fsync and
@@ -22,6 +23,7 @@ use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, INLINE_MAX};
 use crate::fs::{Engine, EngineConfig, State};
 use crate::icache::ICache;
+use crate::inflight::InFlightStore;
 use crate::stats::Stats;
 use crate::store::{Batch, KvStore};
 use crate::types::{FileKind, Ino, Timespec};
@@ -267,7 +269,7 @@ impl Engine {
         let mut b = Batch::default();
         b.put(format::inode_key(Ino::ROOT), root.encode(Ino::ROOT)?);
         b.put(format::super_key(), sb.encode());
-        store.apply(b)?;
+        store.apply(&b)?;
         store.sync()?;
         Ok(sb)
     }
@@ -292,6 +294,7 @@ impl Engine {
     /// left unlinked (the mount does not wait for them).
     pub fn mount(store: Arc<dyn KvStore>, cfg: EngineConfig) -> Result<Arc<Engine>> {
         let sb = Self::read_superblock(&*store)?;
+        let store = Arc::new(InFlightStore::new(store));
         let stats = Arc::new(Stats::default());
         Stats::set(&stats.dirty_bytes_max, cfg.dirty_bytes_max);
         Stats::set(&stats.dirty_items_max, cfg.dirty_items_max as u64);
@@ -354,7 +357,7 @@ impl Engine {
 
     /// Applies a batch of the reclaim thread's deletions.
     fn apply_freed(&self, batch: Batch) -> Result<()> {
-        self.store.apply(batch).map_err(|e| self.stop(e.into()))
+        self.store.apply(&batch).map_err(|e| self.stop(e.into()))
     }
 
     /// Deletes the data of a large file this mount freed (queued by the
@@ -383,9 +386,10 @@ impl Engine {
     /// Returns how many it freed.
     fn reclaim_batch(&self, inos: &[Ino], stop: &dyn Fn() -> bool) -> Result<u64> {
         let orphans: Vec<Ino> = {
-            // Under the lock, where the journal applies its batches: the
-            // page was read before, and a commit may since have deleted a
-            // record of this mount's (an inode freed after its unlink).
+            // Under the lock, where the journal stages its batches (reads
+            // see a staged batch before the store has it): the page was
+            // read before, and a commit may since have deleted a record of
+            // this mount's (an inode freed after its unlink).
             let s = self.lock_state()?;
             let mut v = Vec::with_capacity(inos.len());
             for &i in inos {
@@ -464,6 +468,7 @@ impl Engine {
     fn commit_locked(&self, ctl: &mut CommitCtl, sync: bool) -> Result<()> {
         let start = Instant::now();
         let seq;
+        let staged;
         {
             let mut s = self.lock_state()?;
             let locked = Instant::now();
@@ -474,15 +479,26 @@ impl Engine {
                 Err(e) => return Err(self.stop(e)),
             };
             Stats::add(&self.stats.commit_bytes, batch.bytes() as u64);
-            if !batch.is_empty() {
-                if let Err(e) = self.store.apply(batch) {
-                    return Err(self.stop(e.into()));
-                }
-                ctl.unsynced = true;
+            staged = !batch.is_empty();
+            if staged {
+                // Readers see the batch from here on (inflight.rs); the
+                // store writes it after the lock is released.
+                self.store.stage(batch);
             }
             // How long every request waited at most behind this commit.
             let held = locked.elapsed().as_micros() as u64;
             Stats::max(&self.stats.commit_locked_max_us, held);
+        }
+        if staged {
+            let t = Instant::now();
+            if let Err(e) = self.store.apply_staged() {
+                return Err(self.stop(e.into()));
+            }
+            ctl.unsynced = true;
+            Stats::max(
+                &self.stats.commit_apply_max_us,
+                t.elapsed().as_micros() as u64,
+            );
         }
         Stats::inc(&self.stats.commits);
         if sync && ctl.unsynced {

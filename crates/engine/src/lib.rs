@@ -9,6 +9,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod icache;
+pub mod inflight;
 pub mod journal;
 pub mod perm;
 pub mod stats;

@@ -60,7 +60,7 @@ pub trait KvStore: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
     /// Up to `limit` pairs with keys `>= start` that begin with `prefix`, in key order.
     fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError>;
-    fn apply(&self, batch: Batch) -> Result<(), StoreError>;
+    fn apply(&self, batch: &Batch) -> Result<(), StoreError>;
     fn sync(&self) -> Result<(), StoreError>;
 }
 
@@ -179,12 +179,12 @@ impl KvStore for FjallStore {
         Ok(out)
     }
 
-    fn apply(&self, batch: Batch) -> Result<(), StoreError> {
+    fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut b = self.db.batch();
-        for op in batch.ops {
+        for op in &batch.ops {
             match op {
-                BatchOp::Put(k, v) => b.insert(&self.ks, k, v),
-                BatchOp::Delete(k) => b.remove(&self.ks, k),
+                BatchOp::Put(k, v) => b.insert(&self.ks, k.as_slice(), v.as_slice()),
+                BatchOp::Delete(k) => b.remove(&self.ks, k.as_slice()),
             }
         }
         b.commit().map_err(fjall_err)
@@ -301,13 +301,13 @@ impl KvStore for MemStore {
             .collect())
     }
 
-    fn apply(&self, batch: Batch) -> Result<(), StoreError> {
+    fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if g.fail_writes {
             return Err(StoreError::NoSpace);
         }
-        apply_to(&mut g.live, &batch);
-        g.unsynced.push(batch);
+        apply_to(&mut g.live, batch);
+        g.unsynced.push(batch.clone());
         Ok(())
     }
 
@@ -333,11 +333,11 @@ mod tests {
         let s = MemStore::new();
         let mut b = Batch::default();
         b.put(b"a".to_vec(), b"1".to_vec());
-        s.apply(b).unwrap();
+        s.apply(&b).unwrap();
         s.sync().unwrap();
         let mut b = Batch::default();
         b.put(b"b".to_vec(), b"2".to_vec());
-        s.apply(b).unwrap();
+        s.apply(&b).unwrap();
         assert_eq!(s.get(b"b").unwrap(), Some(b"2".to_vec()));
         let lost = s.crash_copy(0);
         assert_eq!(lost.get(b"a").unwrap(), Some(b"1".to_vec()));
@@ -353,7 +353,7 @@ mod tests {
         for k in [&b"a1"[..], b"a2", b"a3", b"b1"] {
             b.put(k.to_vec(), vec![]);
         }
-        s.apply(b).unwrap();
+        s.apply(&b).unwrap();
         let r = s.scan(b"a", b"a2", 10).unwrap();
         assert_eq!(
             r.iter().map(|p| p.0.clone()).collect::<Vec<_>>(),
@@ -368,7 +368,7 @@ mod tests {
         let s = FjallStore::open(dir.path(), true, 1 << 20).unwrap();
         let mut b = Batch::default();
         b.put(b"k".to_vec(), b"v".to_vec());
-        s.apply(b).unwrap();
+        s.apply(&b).unwrap();
         s.sync().unwrap();
         assert_eq!(s.get(b"k").unwrap(), Some(b"v".to_vec()));
         assert!(matches!(

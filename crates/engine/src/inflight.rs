@@ -1,0 +1,318 @@
+//! The batch a commit is writing, visible to readers before the store has it.
+//!
+//! A commit drains the dirty list under the state lock and used to apply
+//! the batch to the store before releasing it, so every request waited for
+//! the store's write of the whole batch (docs/design.md §6). Now the commit
+//! *stages* the batch here under the state lock (sorted by key, one op per
+//! key, last write wins) and applies it after releasing the lock. Readers go
+//! through `InFlightStore` like any store: a key the staged batch holds is
+//! answered from it (a delete reads as missing), any other key from the
+//! store, and scans merge the two. Once the store has applied the batch,
+//! it is retired.
+//!
+//! Why this is safe for readers: the batch is published before the state
+//! lock is released, and retired only after the store's `apply` returned,
+//! so at every instant a key reads either from the staged batch or from a
+//! store that already holds it. The caches never hold the records a batch
+//! carries in a state older than the batch (the drain took them from the
+//! caches), so a reader that misses a cache and reads here sees the newest.
+//!
+//! Ordering: one batch is staged at a time (the commit lock serialises
+//! commits; asserted). Writes that do not go through a commit (the reclaim
+//! of unlinked inodes) go to the store directly: they touch only inodes no
+//! commit writes (journal.rs, `reclaim_batch`, `free_large`).
+
+use crate::error::StoreError;
+use crate::store::{Batch, BatchOp, KvPair, KvStore};
+use std::sync::{Arc, RwLock};
+
+/// A batch in key order with one op per key.
+struct Staged {
+    batch: Batch,
+}
+
+fn key(op: &BatchOp) -> &[u8] {
+    match op {
+        BatchOp::Put(k, _) | BatchOp::Delete(k) => k,
+    }
+}
+
+impl Staged {
+    fn new(batch: Batch) -> Staged {
+        let mut ops = batch.ops;
+        // Stable: of two ops on one key, the later stays later.
+        ops.sort_by(|a, b| key(a).cmp(key(b)));
+        let mut out: Vec<BatchOp> = Vec::with_capacity(ops.len());
+        for op in ops {
+            match out.last_mut() {
+                Some(last) if key(last) == key(&op) => *last = op,
+                _ => out.push(op),
+            }
+        }
+        Staged {
+            batch: Batch { ops: out },
+        }
+    }
+
+    /// `Some(Some(v))`: staged put; `Some(None)`: staged delete; `None`:
+    /// the batch does not touch the key.
+    fn get(&self, k: &[u8]) -> Option<Option<&[u8]>> {
+        let ops = &self.batch.ops;
+        let i = ops.binary_search_by(|op| key(op).cmp(k)).ok()?;
+        Some(match &ops[i] {
+            BatchOp::Put(_, v) => Some(v),
+            BatchOp::Delete(_) => None,
+        })
+    }
+
+    /// The staged ops with keys in `[from, to]` (`to` None: no upper end)
+    /// that begin with `prefix`.
+    fn range<'a>(
+        &'a self,
+        prefix: &'a [u8],
+        from: &[u8],
+        to: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = &'a BatchOp> + 'a {
+        let ops = &self.batch.ops;
+        let first = ops.partition_point(|op| key(op) < from);
+        ops[first..]
+            .iter()
+            .take_while(move |op| key(op).starts_with(prefix))
+            .take_while(move |op| to.is_none_or(|to| key(op) <= to))
+    }
+}
+
+/// A store with at most one staged batch in front of it.
+pub struct InFlightStore {
+    base: Arc<dyn KvStore>,
+    staged: RwLock<Option<Arc<Staged>>>,
+}
+
+impl InFlightStore {
+    pub fn new(base: Arc<dyn KvStore>) -> InFlightStore {
+        InFlightStore {
+            base,
+            staged: RwLock::new(None),
+        }
+    }
+
+    fn current(&self) -> Option<Arc<Staged>> {
+        self.staged
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Makes `batch` visible to readers. The caller holds the lock that
+    /// orders this batch after every change it carries (the state lock) and
+    /// must call `apply_staged` next.
+    pub fn stage(&self, batch: Batch) {
+        let mut g = self.staged.write().unwrap_or_else(|p| p.into_inner());
+        assert!(g.is_none(), "a batch staged while another is in flight");
+        *g = Some(Arc::new(Staged::new(batch)));
+    }
+
+    /// Writes the staged batch to the store and retires it. On failure the
+    /// batch stays staged (the engine stops; readers keep the newest state).
+    pub fn apply_staged(&self) -> Result<(), StoreError> {
+        let Some(staged) = self.current() else {
+            return Ok(());
+        };
+        self.base.apply(&staged.batch)?;
+        *self.staged.write().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Ops of the staged batch (0 when none is in flight).
+    pub fn staged_len(&self) -> usize {
+        self.current().map_or(0, |s| s.batch.len())
+    }
+}
+
+impl KvStore for InFlightStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(s) = self.current() {
+            if let Some(v) = s.get(key) {
+                return Ok(v.map(<[u8]>::to_vec));
+            }
+        }
+        self.base.get(key)
+    }
+
+    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
+        let Some(s) = self.current() else {
+            return self.base.scan(prefix, start, limit);
+        };
+        let mut out: Vec<KvPair> = Vec::new();
+        let mut from = if start > prefix {
+            start.to_vec()
+        } else {
+            prefix.to_vec()
+        };
+        loop {
+            let page = self.base.scan(prefix, &from, limit.max(1))?;
+            let full = page.len() >= limit.max(1);
+            // A full page covers the keys up to its last; staged keys past
+            // it wait for the next page, so the merge stays in key order.
+            let upto = if full {
+                page.last().map(|(k, _)| k.clone())
+            } else {
+                None
+            };
+            {
+                let mut staged = s.range(prefix, &from, upto.as_deref()).peekable();
+                let mut base = page.into_iter().peekable();
+                loop {
+                    let take_staged = match (base.peek(), staged.peek()) {
+                        (None, None) => break,
+                        (Some(_), None) => false,
+                        (None, Some(_)) => true,
+                        (Some((bk, _)), Some(op)) => key(op) <= bk.as_slice(),
+                    };
+                    if take_staged {
+                        let op = staged.next().expect("peeked");
+                        if base.peek().is_some_and(|(bk, _)| bk.as_slice() == key(op)) {
+                            base.next();
+                        }
+                        if let BatchOp::Put(k, v) = op {
+                            out.push((k.clone(), v.clone()));
+                        }
+                    } else {
+                        out.push(base.next().expect("peeked"));
+                    }
+                }
+            }
+            if out.len() >= limit || !full {
+                out.truncate(limit);
+                return Ok(out);
+            }
+            // Every pair of this page was deleted by the staged batch or
+            // the page was short of `limit` after the merge: read on after it.
+            let mut next = upto.expect("a full page has a last key");
+            next.push(0);
+            from = next;
+        }
+    }
+
+    fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
+        self.base.apply(batch)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.base.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::MemStore;
+
+    fn batch(ops: &[(&str, Option<&str>)]) -> Batch {
+        let mut b = Batch::default();
+        for (k, v) in ops {
+            match v {
+                Some(v) => b.put(k.as_bytes().to_vec(), v.as_bytes().to_vec()),
+                None => b.delete(k.as_bytes().to_vec()),
+            }
+        }
+        b
+    }
+
+    fn keys(pairs: &[KvPair]) -> Vec<String> {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    String::from_utf8_lossy(k),
+                    String::from_utf8_lossy(v)
+                )
+            })
+            .collect()
+    }
+
+    /// A store holding a1..a9 = "old" and b1.
+    fn setup() -> (Arc<MemStore>, InFlightStore) {
+        let base = Arc::new(MemStore::new());
+        let mut b = Batch::default();
+        for i in 1..=9 {
+            b.put(format!("a{i}").into_bytes(), b"old".to_vec());
+        }
+        b.put(b"b1".to_vec(), b"old".to_vec());
+        base.apply(&b).unwrap();
+        let s = InFlightStore::new(base.clone());
+        (base, s)
+    }
+
+    #[test]
+    fn staged_ops_shadow_the_store_until_applied() {
+        let (base, s) = setup();
+        s.stage(batch(&[
+            ("a2", None),
+            ("a3", Some("new")),
+            ("a0", Some("new")),
+            ("a3", Some("newer")),
+        ]));
+        assert_eq!(s.get(b"a2").unwrap(), None, "a staged delete reads missing");
+        assert_eq!(
+            s.get(b"a3").unwrap(),
+            Some(b"newer".to_vec()),
+            "last write wins"
+        );
+        assert_eq!(s.get(b"a4").unwrap(), Some(b"old".to_vec()));
+        assert_eq!(base.get(b"a0").unwrap(), None, "not applied yet");
+        assert_eq!(s.staged_len(), 3);
+        s.apply_staged().unwrap();
+        assert_eq!(s.staged_len(), 0);
+        assert_eq!(base.get(b"a3").unwrap(), Some(b"newer".to_vec()));
+        assert_eq!(base.get(b"a2").unwrap(), None);
+        assert_eq!(s.get(b"a0").unwrap(), Some(b"new".to_vec()));
+    }
+
+    #[test]
+    fn scans_merge_in_key_order_across_pages() {
+        let (_base, s) = setup();
+        // Deletes a1..a4, rewrites a6, adds a55 and a99 and c1 (outside "a").
+        s.stage(batch(&[
+            ("a1", None),
+            ("a2", None),
+            ("a3", None),
+            ("a4", None),
+            ("a6", Some("new")),
+            ("a55", Some("new")),
+            ("a99", Some("new")),
+            ("c1", Some("new")),
+        ]));
+        let want = [
+            "a5=old", "a55=new", "a6=new", "a7=old", "a8=old", "a9=old", "a99=new",
+        ];
+        assert_eq!(keys(&s.scan(b"a", b"", 100).unwrap()), want);
+        // Paged with every limit, the pages join up to the same sequence.
+        for limit in 1..=8 {
+            let mut all = Vec::new();
+            let mut from = Vec::new();
+            loop {
+                let page = s.scan(b"a", &from, limit).unwrap();
+                assert!(page.len() <= limit);
+                all.extend(keys(&page));
+                if page.len() < limit {
+                    break;
+                }
+                from = page.last().unwrap().0.clone();
+                from.push(0);
+            }
+            assert_eq!(all, want, "limit {limit}");
+        }
+        assert_eq!(keys(&s.scan(b"b", b"", 10).unwrap()), ["b1=old"]);
+        assert_eq!(keys(&s.scan(b"c", b"", 10).unwrap()), ["c1=new"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "another is in flight")]
+    fn one_batch_in_flight_at_a_time() {
+        let (_base, s) = setup();
+        s.stage(batch(&[("a1", None)]));
+        s.stage(batch(&[("a2", None)]));
+    }
+}
