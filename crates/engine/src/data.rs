@@ -295,6 +295,13 @@ impl Engine {
     }
 
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
+        // File data waits while the store writes a commit's batch (other
+        // requests do not): a writer that went on would grow the next
+        // commit by what it wrote meanwhile, and every fsync waits for the
+        // whole of the commit after its call (docs/design.md §6).
+        if self.store.wait_applied() {
+            Stats::inc(&self.stats.writer_apply_waits);
+        }
         let n = self.lock()?.write(ino, offset, data)?;
         self.throttle()?;
         Ok(n)

@@ -24,7 +24,7 @@
 
 use crate::error::StoreError;
 use crate::store::{Batch, BatchOp, KvPair, KvStore};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 /// A batch in key order with one op per key.
 struct Staged {
@@ -86,6 +86,8 @@ impl Staged {
 pub struct InFlightStore {
     base: Arc<dyn KvStore>,
     staged: RwLock<Option<Arc<Staged>>>,
+    /// Signalled when a staged batch is retired.
+    retired: (Mutex<()>, Condvar),
 }
 
 impl InFlightStore {
@@ -93,6 +95,7 @@ impl InFlightStore {
         InFlightStore {
             base,
             staged: RwLock::new(None),
+            retired: (Mutex::new(()), Condvar::new()),
         }
     }
 
@@ -112,15 +115,31 @@ impl InFlightStore {
         *g = Some(Arc::new(Staged::new(batch)));
     }
 
-    /// Writes the staged batch to the store and retires it. On failure the
-    /// batch stays staged (the engine stops; readers keep the newest state).
+    /// Writes the staged batch to the store and retires it, also when the
+    /// store fails (the engine then stops and answers nothing more).
     pub fn apply_staged(&self) -> Result<(), StoreError> {
         let Some(staged) = self.current() else {
             return Ok(());
         };
-        self.base.apply(&staged.batch)?;
+        let r = self.base.apply(&staged.batch);
         *self.staged.write().unwrap_or_else(|p| p.into_inner()) = None;
-        Ok(())
+        let _g = self.retired.0.lock().unwrap_or_else(|p| p.into_inner());
+        self.retired.1.notify_all();
+        r
+    }
+
+    /// Waits until no staged batch is being written; true if it waited.
+    pub fn wait_applied(&self) -> bool {
+        if self.current().is_none() {
+            return false;
+        }
+        let (m, cv) = &self.retired;
+        let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+        // `apply_staged` retires the batch before it takes `m` to notify.
+        while self.current().is_some() {
+            g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        }
+        true
     }
 
     /// Ops of the staged batch (0 when none is in flight).

@@ -57,6 +57,7 @@ stats! {
     fsync_requests,
     fsync_shared,
     writer_throttles,
+    writer_apply_waits,
     names_never_stored,
     // unlinked
     unlinked_inodes,
