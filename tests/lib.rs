@@ -46,6 +46,7 @@ pub fn small_config() -> EngineConfig {
         dirty_bytes_max: 1 << 20,
         dirty_items_max: 1 << 20,
         free_batch_keys: 64,
+        truncate_inline_blocks: 64,
         statfs_path: None,
     }
 }
@@ -305,13 +306,17 @@ pub fn fsck_clean(store: &dyn KvStore) {
 }
 
 /// Every key the store holds that belongs to `ino` (inode, blocks, xattrs,
-/// unlinked record, and names pointing at it).
+/// unlinked and truncate records, and names pointing at it).
 pub fn keys_of(store: &MemStore, ino: Ino) -> Vec<Key> {
     let mut out = Vec::new();
     for (k, v) in store.dump() {
         let key = format::decode_key(&k).expect("store holds a malformed key");
         let mine = match &key {
-            Key::Inode(i) | Key::Xattr(i) | Key::Unlinked(i) | Key::Block(i, _) => *i == ino,
+            Key::Inode(i)
+            | Key::Xattr(i)
+            | Key::Unlinked(i)
+            | Key::Truncate(i)
+            | Key::Block(i, _) => *i == ino,
             Key::Dentry { parent, .. } => {
                 *parent == ino
                     || matches!(format::decode_dentry(*parent, &v), Ok((c, _)) if c == ino)

@@ -348,6 +348,16 @@ fn sizes_past_16_tib_are_refused() {
     assert_eq!(f.stored_blocks(&fs), vec![0, (MAX_FILE_SIZE - 1) / B]);
     fs.fsck();
     f.truncate(&fs, 0);
+    // Growing to the limit again reveals no garbage and costs the blocks
+    // the store holds, not the numbers in between.
+    let grow = SetAttr {
+        size: Some(MAX_FILE_SIZE),
+        ..SetAttr::default()
+    };
+    fs.e().setattr(f.ino, grow).unwrap();
+    assert_eq!(fs.e().read(f.ino, MAX_FILE_SIZE - 2, 10).unwrap(), b"\0\0");
+    f.truncate(&fs, 0);
+    fs.e().wait_reclaim();
     fs.e().fsync().unwrap();
     assert!(f.stored_blocks(&fs).is_empty());
     f.check_everywhere(&mut fs, "truncated");
@@ -382,4 +392,121 @@ fn empty_writes_and_reads_change_nothing() {
     assert_eq!(fs.e().read(f.ino, 0, 0).unwrap(), b"");
     assert_eq!(fs.e().read(f.ino, 1 << 40, 10).unwrap(), b"");
     f.check(&fs, "after empty write");
+}
+
+// ---- large shrinking truncates: blocks deleted in the background ---------
+
+fn has_truncate_record(fs: &Fs, f: &File) -> bool {
+    keys_of(&fs.store, f.ino)
+        .iter()
+        .any(|k| matches!(k, Key::Truncate(_)))
+}
+
+/// A file of `blocks` full blocks, committed.
+fn big_file(fs: &Fs, name: &[u8], blocks: u64) -> File {
+    let mut f = File::new(fs, name);
+    f.write(fs, 0, &pattern(blocks, (blocks * B) as usize));
+    fs.e().fsync().unwrap();
+    f
+}
+
+#[test]
+fn a_large_shrink_leaves_its_blocks_to_the_background() {
+    let mut fs = Fs::new();
+    let mut f = big_file(&fs, b"big", 200);
+    f.truncate(&fs, 100_000);
+    assert_eq!(fs.stat("truncates_deferred"), 1);
+    f.check(&fs, "after the shrink, blocks perhaps not deleted yet");
+    // Growing again reads zeros past the old end, deleted or not.
+    f.truncate(&fs, 40 * B + 5);
+    f.check(&fs, "grown back");
+    fs.e().wait_reclaim();
+    fs.e().fsync().unwrap();
+    f.check(&fs, "after the background deletion");
+    assert_eq!(f.stored_blocks(&fs), vec![0, 1]);
+    assert!(!has_truncate_record(&fs, &f));
+    assert_eq!(fs.stat("truncates_pending"), 0);
+    assert!(
+        fs.stat("truncate_batches") >= 2,
+        "158 blocks in batches of 64 keys: {}",
+        fs.stat("truncate_batches")
+    );
+    f.check_everywhere(&mut fs, "remounted");
+}
+
+#[test]
+fn writes_after_a_large_shrink_survive_the_background_deletion() {
+    let mut fs = Fs::new();
+    // The write lands before, during or after the deletion of its block.
+    for (round, at) in [0u64, 1, 63, 64, 65, 150, 299].into_iter().enumerate() {
+        let name = format!("f{round}");
+        let mut f = big_file(&fs, name.as_bytes(), 300);
+        f.truncate(&fs, 0);
+        f.write(&fs, at * B + 10, &pattern(round as u64, 3 * B as usize));
+        f.check(&fs, &format!("write at block {at}"));
+        fs.e().wait_reclaim();
+        fs.e().fsync().unwrap();
+        f.check(&fs, &format!("write at block {at}, after the deletion"));
+        let want: Vec<u64> = (at..at + 4).collect();
+        assert_eq!(f.stored_blocks(&fs), want, "write at block {at}");
+        assert!(!has_truncate_record(&fs, &f));
+        fs.fsck();
+        fs.remount();
+        f.check(&fs, &format!("write at block {at}, remounted"));
+    }
+}
+
+#[test]
+fn a_second_shrink_merges_with_the_pending_range() {
+    let mut fs = Fs::new();
+    let mut f = big_file(&fs, b"f", 300);
+    f.truncate(&fs, 200 * B);
+    // Smaller than the inline limit of a deferred shrink, but the file
+    // has a pending range: it joins it.
+    f.truncate(&fs, 190 * B + 7);
+    f.truncate(&fs, 10 * B);
+    // The middle one joins the pending range unless the background had
+    // finished it already (then it is small enough to delete inline).
+    assert!(fs.stat("truncates_deferred") >= 2);
+    f.check(&fs, "shrunk three times");
+    fs.e().wait_reclaim();
+    fs.e().fsync().unwrap();
+    assert_eq!(f.stored_blocks(&fs), (0..10).collect::<Vec<_>>());
+    f.check_everywhere(&mut fs, "merged");
+}
+
+#[test]
+fn freeing_a_file_with_a_pending_range_deletes_everything() {
+    let fs = Fs::new();
+    let mut f = big_file(&fs, b"f", 200);
+    f.truncate(&fs, B);
+    fs.e().fsync().unwrap();
+    fs.e().unlink(Ino::ROOT, b"f").unwrap();
+    fs.e().fsync().unwrap();
+    fs.e().wait_reclaim();
+    assert_eq!(keys_of(&fs.store, f.ino), vec![]);
+    fs.fsck();
+}
+
+/// A crash keeps the durable truncate and any prefix of the background's
+/// deletion batches; the next mount queues the rest again and finishes.
+#[test]
+fn a_crash_while_truncated_blocks_are_deleted_is_finished_by_the_next_mount() {
+    for keep in [0usize, 1, 2, 1_000] {
+        let mut fs = Fs::new();
+        let mut f = big_file(&fs, b"f", 300);
+        f.truncate(&fs, 5 * B + 1);
+        fs.e().fsync().unwrap();
+        fs.e().wait_reclaim();
+        assert!(fs.stat("truncate_batches") >= 4);
+        fs.crash_keeping(keep);
+        f.check(&fs, &format!("crash keeping {keep} batches"));
+        assert_eq!(
+            f.stored_blocks(&fs),
+            (0..6).collect::<Vec<_>>(),
+            "crash keeping {keep} batches"
+        );
+        assert!(!has_truncate_record(&fs, &f));
+        fs.fsck();
+    }
 }

@@ -49,6 +49,7 @@ pub fn check_store(store: &dyn KvStore, progress: &mut dyn FnMut(u64)) -> Result
     let mut blocks: Vec<(Ino, u64, usize)> = Vec::new();
     let mut xattrs: Vec<Ino> = Vec::new();
     let mut unlinked: Vec<Ino> = Vec::new();
+    let mut truncates: HashMap<Ino, (u64, u64)> = HashMap::new();
     let mut sb = None;
     let mut start: Vec<u8> = Vec::new();
     loop {
@@ -115,6 +116,12 @@ pub fn check_store(store: &dyn KvStore, progress: &mut dyn FnMut(u64)) -> Result
                     }
                     unlinked.push(ino);
                 }
+                Key::Truncate(ino) => match format::decode_truncate(ino, v) {
+                    Ok(range) => {
+                        truncates.insert(ino, range);
+                    }
+                    Err(e) => r.problems.push(format!("{e}")),
+                },
             }
         }
         progress(r.keys);
@@ -226,7 +233,35 @@ pub fn check_store(store: &dyn KvStore, progress: &mut dyn FnMut(u64)) -> Result
                 .push(format!("unlinked record for missing {ino}")),
         }
     }
+    for (ino, (from, _)) in &truncates {
+        match inodes.get(ino) {
+            Some(s) if s.kind == FileKind::Regular => {
+                if s.size > from * BLOCK_SIZE {
+                    r.problems.push(format!(
+                        "{ino} has a pending truncate from block {from} below its size {}",
+                        s.size
+                    ));
+                }
+            }
+            _ => r
+                .problems
+                .push(format!("truncate record of missing or non-file {ino}")),
+        }
+    }
+    if truncates.len() > crate::orphan::TRUNCATES_PENDING_MAX {
+        r.problems.push(format!(
+            "{} pending truncate records, more than the bound",
+            truncates.len()
+        ));
+    }
     for (ino, n, len) in &blocks {
+        // Garbage a truncate left for the background: any size goes.
+        if truncates
+            .get(ino)
+            .is_some_and(|&(from, to)| *n >= from && *n < to)
+        {
+            continue;
+        }
         match inodes.get(ino) {
             Some(s) if s.kind == FileKind::Regular => {
                 if s.size <= INLINE_MAX {

@@ -62,13 +62,48 @@ impl State {
     /// Sets the size; when the file crosses `INLINE_MAX` upwards, its inline
     /// bytes become block 0.
     fn set_size(&mut self, ino: Ino, size: u64) -> Result<()> {
+        let old = self.inode(ino)?.rec.size;
+        if size > old {
+            self.reveal(ino, size)?;
+        }
         let i = self.inode(ino)?;
-        let old = i.rec.size;
         i.rec.size = size;
         let has0 = i.blocks.contains_key(&0);
         if old <= INLINE_MAX && size > INLINE_MAX && has0 {
             self.dirty.add(Item::Block(ino, 0), &self.stats);
         }
+        Ok(())
+    }
+
+    /// The file grows to `size`: blocks of a pending truncate range
+    /// (orphan.rs) that it reaches become holes, deleted by the next commit,
+    /// and the range starts above them. Costs the blocks revealed, no more.
+    fn reveal(&mut self, ino: Ino, size: u64) -> Result<()> {
+        let Some((from, to)) = self.truncates.get(ino) else {
+            return Ok(());
+        };
+        let end = size.div_ceil(BLOCK_SIZE);
+        if end <= from {
+            return Ok(());
+        }
+        // Of the revealed numbers only those the store still holds need
+        // anything (a sparse file's range may span far more).
+        let found = self.stored_blocks(ino, from, end.min(to))?;
+        let i = self.inode(ino)?;
+        for &n in &found {
+            i.blocks.insert(n, Vec::new());
+        }
+        for n in found {
+            self.dirty.add(Item::Block(ino, n), &self.stats);
+        }
+        if end >= to {
+            self.truncates.remove(ino);
+            Stats::inc(&self.stats.truncates_done);
+            Stats::set(&self.stats.truncates_pending, self.truncates.len() as u64);
+        } else {
+            self.truncates.set(ino, end, to);
+        }
+        self.dirty.add(Item::Truncate(ino), &self.stats);
         Ok(())
     }
 
@@ -162,6 +197,9 @@ impl State {
         }
         // Blocks wholly past the new end become holes (deleted at commit).
         let first_gone = size.div_ceil(BLOCK_SIZE);
+        if self.defer_truncate(ino, old, size)? {
+            return Ok(());
+        }
         let mut gone: Vec<u64> = self
             .inode(ino)?
             .blocks
@@ -172,24 +210,7 @@ impl State {
         // reached past the start of `first_gone` (a shrink within the last
         // block needs no scan).
         if old > INLINE_MAX && old > first_gone * BLOCK_SIZE {
-            let prefix = format::block_prefix(ino);
-            let mut start = format::block_key(ino, BlockNo(first_gone));
-            loop {
-                Stats::inc(&self.stats.store_scans);
-                let page = self.store.scan(&prefix, &start, 1024)?;
-                for (k, _) in &page {
-                    if let format::Key::Block(_, n) = format::decode_key(k)? {
-                        gone.push(n.0);
-                    }
-                }
-                match page.last() {
-                    Some((k, _)) if page.len() == 1024 => {
-                        start = k.clone();
-                        start.push(0);
-                    }
-                    _ => break,
-                }
-            }
+            gone.extend(self.stored_blocks(ino, first_gone, u64::MAX)?);
         }
         // The block holding the new end keeps only bytes before it.
         // Block items only matter for a file that had block keys (it was
@@ -231,6 +252,89 @@ impl State {
             .all(|(n, b)| b.is_empty() || n * BLOCK_SIZE + b.len() as u64 <= size));
         self.dirty_inode(ino);
         Ok(())
+    }
+
+    /// Numbers of the blocks the store holds for `ino` in `from..upto`.
+    fn stored_blocks(&mut self, ino: Ino, from: u64, upto: u64) -> Result<Vec<u64>> {
+        let prefix = format::block_prefix(ino);
+        let mut start = format::block_key(ino, BlockNo(from));
+        let mut found = Vec::new();
+        loop {
+            Stats::inc(&self.stats.store_scans);
+            let page = self.store.scan(&prefix, &start, 1024)?;
+            for (k, _) in &page {
+                if let format::Key::Block(_, n) = format::decode_key(k)? {
+                    if n.0 >= upto {
+                        return Ok(found);
+                    }
+                    found.push(n.0);
+                }
+            }
+            match page.last() {
+                Some((k, _)) if page.len() == 1024 => {
+                    start = k.clone();
+                    start.push(0);
+                }
+                _ => return Ok(found),
+            }
+        }
+    }
+
+    /// A shrink by more than `truncate_inline_blocks` (default
+    /// `TRUNCATE_INLINE_BLOCKS`) blocks, or of a
+    /// file that has a pending range already, leaves its blocks to the
+    /// reclaim thread (orphan.rs) when the pending set has room. `false`:
+    /// the caller deletes them itself.
+    fn defer_truncate(&mut self, ino: Ino, old: u64, size: u64) -> Result<bool> {
+        let on_store = self.inode(ino)?.on_store;
+        let first_gone = size.div_ceil(BLOCK_SIZE);
+        let old_end = old.div_ceil(BLOCK_SIZE);
+        let pending = self.truncates.get(ino);
+        let large = old_end.saturating_sub(first_gone) > self.truncate_inline_blocks;
+        if !on_store
+            || old <= INLINE_MAX
+            || !(pending.is_some() || large)
+            || !self.truncates.has_room(ino)
+        {
+            if large {
+                Stats::inc(&self.stats.truncates_inline);
+            }
+            return Ok(false);
+        }
+        // Cached blocks past the end go now (their dirty items find nothing
+        // and write deletions); the stored ones are the range's.
+        let i = self.inode(ino)?;
+        drop(i.blocks.split_off(&first_gone));
+        let tail = size % BLOCK_SIZE;
+        if tail != 0 {
+            let n = size / BLOCK_SIZE;
+            self.block_mut(ino, n)?.truncate(tail as usize);
+            self.dirty.add(Item::Block(ino, n), &self.stats);
+        }
+        if size <= INLINE_MAX {
+            // Block 0 moves inline; its key is deleted at commit.
+            if tail == 0 && size > 0 {
+                self.block_mut(ino, 0)?;
+            }
+            self.dirty.add(Item::Block(ino, 0), &self.stats);
+        }
+        let to = pending.map_or(old_end, |(_, to)| to.max(old_end));
+        if first_gone < to {
+            if self.truncates.set(ino, first_gone, to) {
+                self.free_queue.push_truncate(ino);
+            }
+            self.dirty.add(Item::Truncate(ino), &self.stats);
+        }
+        Stats::inc(&self.stats.truncates_deferred);
+        Stats::set(&self.stats.truncates_pending, self.truncates.len() as u64);
+        let i = self.inode(ino)?;
+        i.rec.size = size;
+        debug_assert!(i
+            .blocks
+            .iter()
+            .all(|(n, b)| b.is_empty() || n * BLOCK_SIZE + b.len() as u64 <= size));
+        self.dirty_inode(ino);
+        Ok(true)
     }
 
     /// Zeroes `[offset, end)` of the existing bytes (holes are already zero).

@@ -43,6 +43,7 @@ pub const TAG_DENTRY: u8 = b'D';
 pub const TAG_BLOCK: u8 = b'B';
 pub const TAG_XATTR: u8 = b'X';
 pub const TAG_UNLINKED: u8 = b'U';
+pub const TAG_TRUNCATE: u8 = b'T';
 
 /// Hash of a name for directory order and readdir cookies: 63 bits, never
 /// below 3 (cookies 1 and 2 are `.` and `..`). xxh3 is a fixed algorithm, so
@@ -73,6 +74,13 @@ pub fn unlinked_key(ino: Ino) -> Vec<u8> {
 }
 pub fn unlinked_prefix() -> Vec<u8> {
     vec![TAG_UNLINKED]
+}
+/// The pending deletion of a shrunk file's blocks (orphan.rs).
+pub fn truncate_key(ino: Ino) -> Vec<u8> {
+    key_ino(TAG_TRUNCATE, ino)
+}
+pub fn truncate_prefix() -> Vec<u8> {
+    vec![TAG_TRUNCATE]
 }
 pub fn block_prefix(ino: Ino) -> Vec<u8> {
     key_ino(TAG_BLOCK, ino)
@@ -112,6 +120,7 @@ pub enum Key {
     Block(Ino, BlockNo),
     Xattr(Ino),
     Unlinked(Ino),
+    Truncate(Ino),
 }
 
 pub fn decode_key(k: &[u8]) -> Result<Key> {
@@ -127,6 +136,7 @@ pub fn decode_key(k: &[u8]) -> Result<Key> {
         TAG_INODE if rest.len() == 8 => Ok(Key::Inode(Ino(be_u64(rest)))),
         TAG_XATTR if rest.len() == 8 => Ok(Key::Xattr(Ino(be_u64(rest)))),
         TAG_UNLINKED if rest.len() == 8 => Ok(Key::Unlinked(Ino(be_u64(rest)))),
+        TAG_TRUNCATE if rest.len() == 8 => Ok(Key::Truncate(Ino(be_u64(rest)))),
         TAG_BLOCK if rest.len() == 16 => {
             Ok(Key::Block(Ino(be_u64(rest)), BlockNo(be_u64(&rest[8..]))))
         }
@@ -545,9 +555,48 @@ pub fn decode_unlinked(ino: Ino, b: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// A truncate's pending block deletion: blocks `from..to` of the file are
+/// garbage (record version 1, then both numbers little-endian).
+pub fn encode_truncate(from: u64, to: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(17);
+    v.push(1u8);
+    v.extend_from_slice(&from.to_le_bytes());
+    v.extend_from_slice(&to.to_le_bytes());
+    v
+}
+
+pub fn decode_truncate(ino: Ino, b: &[u8]) -> Result<(u64, u64)> {
+    let bad = |why: &str| EngineError::corrupt(Some(ino), format!("truncate record {why}"));
+    if b.len() != 17 || b[0] != 1 {
+        return Err(bad("malformed"));
+    }
+    let from = u64::from_le_bytes(b[1..9].try_into().expect("8 bytes"));
+    let to = u64::from_le_bytes(b[9..17].try_into().expect("8 bytes"));
+    if from >= to || to > MAX_FILE_SIZE.div_ceil(BLOCK_SIZE) {
+        return Err(bad("has an empty or impossible block range"));
+    }
+    Ok((from, to))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn truncate_records_roundtrip_and_reject_bad_ranges() {
+        let ino = Ino(9);
+        assert_eq!(
+            decode_truncate(ino, &encode_truncate(3, 70)).unwrap(),
+            (3, 70)
+        );
+        assert!(decode_truncate(ino, &encode_truncate(5, 5)).is_err());
+        assert!(decode_truncate(ino, &encode_truncate(0, u64::MAX)).is_err());
+        assert!(decode_truncate(ino, &[1, 2, 3]).is_err());
+        let mut v = encode_truncate(1, 2);
+        v[0] = 2;
+        assert!(decode_truncate(ino, &v).is_err());
+        assert_eq!(decode_key(&truncate_key(ino)).unwrap(), Key::Truncate(ino));
+    }
 
     fn file(size: u64) -> InodeRecord {
         InodeRecord {
@@ -700,8 +749,16 @@ mod fuzz {
                     Key::Block(i, n) => block_key(i, n),
                     Key::Xattr(i) => xattr_key(i),
                     Key::Unlinked(i) => unlinked_key(i),
+                    Key::Truncate(i) => truncate_key(i),
                 };
                 prop_assert_eq!(again, b);
+            }
+        }
+
+        #[test]
+        fn truncate_records(b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Ok((from, to)) = decode_truncate(Ino(5), &b) {
+                prop_assert_eq!(encode_truncate(from, to), b);
             }
         }
 

@@ -40,6 +40,9 @@ pub struct EngineConfig {
     /// Keys per store batch when the data of unlinked files is deleted in
     /// the background (large files, and a crash's orphans).
     pub free_batch_keys: usize,
+    /// A shrink by more stored blocks than this leaves them to the
+    /// background (orphan.rs); tests lower it to exercise that path.
+    pub truncate_inline_blocks: u64,
     /// Directory whose filesystem statfs reports (the store's).
     pub statfs_path: Option<PathBuf>,
 }
@@ -54,6 +57,7 @@ impl Default for EngineConfig {
             dirty_bytes_max: 256 << 20,
             dirty_items_max: 10_000,
             free_batch_keys: 1024,
+            truncate_inline_blocks: crate::orphan::TRUNCATE_INLINE_BLOCKS,
             statfs_path: None,
         }
     }
@@ -73,6 +77,8 @@ pub struct State {
     pub(crate) dcache: DCache,
     pub(crate) dirty: DirtyList,
     pub(crate) unlinked: Unlinked,
+    /// Block ranges large shrinking truncates left to the reclaim thread.
+    pub(crate) truncates: crate::orphan::PendingTruncates,
     pub(crate) next_ino: u64,
     pub(crate) stored_next_ino: u64,
     pub(crate) sb: Superblock,
@@ -81,6 +87,7 @@ pub struct State {
     pub(crate) store: Arc<dyn KvStore>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) dirty_bytes_max: u64,
+    pub(crate) truncate_inline_blocks: u64,
     /// Freed large files whose data the reclaim thread deletes.
     pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
 }
@@ -203,6 +210,10 @@ impl State {
             self.unlinked.insert(ino);
         } else {
             self.unlinked.remove(ino);
+            // Its blocks and `T` record go with it.
+            if self.truncates.remove(ino) {
+                Stats::set(&self.stats.truncates_pending, self.truncates.len() as u64);
+            }
             Stats::inc(&self.stats.unlinked_freed);
             if i.on_store {
                 i.freed = true;

@@ -24,9 +24,10 @@ use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, I
 use crate::fs::{Engine, EngineConfig, State};
 use crate::icache::ICache;
 use crate::inflight::InFlightStore;
+use crate::orphan::{self, PendingTruncates};
 use crate::stats::Stats;
 use crate::store::{Batch, KvStore};
-use crate::types::{FileKind, Ino, Timespec};
+use crate::types::{BlockNo, FileKind, Ino, Timespec};
 use crate::unlinked::{self, FreeQueue, Freer, Next, Unlinked};
 use indexmap::IndexSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -40,6 +41,8 @@ pub enum Item {
     Dentry(Ino, u64, Vec<u8>),
     Block(Ino, u64),
     Xattr(Ino),
+    /// The file's pending truncate range (orphan.rs) changed.
+    Truncate(Ino),
 }
 
 /// Dirty items in age order.
@@ -146,6 +149,16 @@ impl State {
                         batch.put(key, data.to_vec());
                     }
                     i.blocks.remove(&n);
+                }
+                Item::Truncate(ino) => {
+                    // Freed since: its record goes with its other records.
+                    let live = self.icache.peek(ino).is_some_and(|i| !i.freed);
+                    match self.truncates.get(ino) {
+                        Some((from, to)) if live => {
+                            batch.put(format::truncate_key(ino), format::encode_truncate(from, to))
+                        }
+                        _ => batch.delete(format::truncate_key(ino)),
+                    }
                 }
                 Item::Xattr(ino) => {
                     let Some(i) = self.icache.peek_mut(ino) else {
@@ -299,11 +312,23 @@ impl Engine {
         Stats::set(&stats.dirty_bytes_max, cfg.dirty_bytes_max);
         Stats::set(&stats.dirty_items_max, cfg.dirty_items_max as u64);
         let free_queue = Arc::new(FreeQueue::default());
+        // Pending truncates are few by construction (orphan.rs): all of them
+        // are queued again before the mount returns. Those of a crash's
+        // orphans go with the orphan.
+        let mut truncates = PendingTruncates::default();
+        for (ino, from, to) in orphan::load(&*store)? {
+            if store.get(&format::unlinked_key(ino))?.is_none() {
+                truncates.set(ino, from, to);
+                free_queue.push_truncate(ino);
+            }
+        }
+        Stats::set(&stats.truncates_pending, truncates.len() as u64);
         let state = State {
             icache: ICache::new(cfg.inodes_max),
             dcache: DCache::new(cfg.dentries_max, cfg.negative_entries_max),
             dirty: DirtyList::default(),
             unlinked: Unlinked::default(),
+            truncates,
             next_ino: sb.next_ino,
             stored_next_ino: sb.next_ino,
             sb,
@@ -311,6 +336,7 @@ impl Engine {
             store: store.clone(),
             stats: stats.clone(),
             dirty_bytes_max: cfg.dirty_bytes_max,
+            truncate_inline_blocks: cfg.truncate_inline_blocks,
             free_queue: free_queue.clone(),
         };
         let engine = Arc::new(Engine {
@@ -378,6 +404,83 @@ impl Engine {
         }
         Stats::add(&self.stats.free_batches, freer.batches);
         Ok(())
+    }
+
+    /// Deletes the blocks a large shrinking truncate left to this thread
+    /// (orphan.rs), `free_batch_keys` at a time. Each batch holds the commit
+    /// lock, so it comes after the commit that wrote the truncate and
+    /// before any commit that writes a block the range gave back (an
+    /// extension moves `from` up first); the range is read again under the
+    /// state lock before the batch is built, and the batch moves the `T`
+    /// record's `from` up, or deletes it with the last blocks.
+    fn finish_truncate(&self, ino: Ino) -> Result<()> {
+        let keys = self.cfg.free_batch_keys.max(1);
+        loop {
+            if self.is_stopped() || self.free_queue.stopping() {
+                return Ok(());
+            }
+            let _commit = self.commit.lock().unwrap_or_else(|p| p.into_inner());
+            let Some((from, to)) = self.lock_state()?.truncates.get(ino) else {
+                return Ok(());
+            };
+            // No commit can change the store meanwhile (we hold its lock).
+            let prefix = format::block_prefix(ino);
+            let page = self
+                .store
+                .scan(&prefix, &format::block_key(ino, BlockNo(from)), keys)?;
+            let mut found = Vec::with_capacity(page.len());
+            for (k, _) in &page {
+                if let format::Key::Block(_, n) = format::decode_key(k)? {
+                    if n.0 < to {
+                        found.push(n.0);
+                    }
+                }
+            }
+            let last = found.last().copied();
+            let done = page.len() < keys || found.len() < page.len();
+            let reached = if done { to } else { last.map_or(to, |n| n + 1) };
+            let mut batch = Batch::default();
+            let finished = {
+                let mut s = self.lock_state()?;
+                let Some((from2, to2)) = s.truncates.get(ino) else {
+                    return Ok(());
+                };
+                for &n in &found {
+                    // An extension may have given some back meanwhile; it
+                    // deletes those itself.
+                    if n >= from2 && n < to2 {
+                        batch.delete(format::block_key(ino, BlockNo(n)));
+                    }
+                }
+                // A second shrink may have moved `from` down: then what was
+                // deleted is only a part in the middle, and the range stays.
+                let next = if from2 < from {
+                    from2
+                } else {
+                    from2.max(reached)
+                };
+                if next >= to2 {
+                    s.truncates.remove(ino);
+                    batch.delete(format::truncate_key(ino));
+                    true
+                } else {
+                    s.truncates.set(ino, next, to2);
+                    batch.put(
+                        format::truncate_key(ino),
+                        format::encode_truncate(next, to2),
+                    );
+                    false
+                }
+            };
+            self.apply_freed(batch)?;
+            Stats::inc(&self.stats.truncate_batches);
+            if finished {
+                Stats::inc(&self.stats.truncates_done);
+                let pending = self.lock_state()?.truncates.len();
+                Stats::set(&self.stats.truncates_pending, pending as u64);
+                return Ok(());
+            }
+        }
     }
 
     /// One batch of the background reclaim: frees those of `inos` that this
@@ -584,6 +687,19 @@ fn reclaimer(
             Next::Idle if engine.strong_count() == 0 => break,
             Next::Idle => continue,
             Next::Free(ino) => ino,
+            Next::Truncate(ino) => {
+                let Some(e) = engine.upgrade() else {
+                    queue.done();
+                    break;
+                };
+                let r = e.finish_truncate(ino);
+                queue.done();
+                if let Err(err) = r {
+                    tracing::error!("deleting the blocks truncated off inode {ino} stopped: {err}");
+                    break;
+                }
+                continue;
+            }
         };
         let Some(e) = engine.upgrade() else {
             queue.done();

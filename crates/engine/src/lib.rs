@@ -11,6 +11,7 @@ pub mod fs;
 pub mod icache;
 pub mod inflight;
 pub mod journal;
+pub mod orphan;
 pub mod perm;
 pub mod stats;
 pub mod store;

@@ -59,6 +59,12 @@ stats! {
     writer_throttles,
     writer_apply_waits,
     names_never_stored,
+    // orphan: large truncates finished in the background
+    truncates_pending,
+    truncates_deferred,
+    truncates_inline,
+    truncates_done,
+    truncate_batches,
     // unlinked
     unlinked_inodes,
     unlinked_freed,

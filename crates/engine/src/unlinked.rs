@@ -139,6 +139,7 @@ impl<'a> Freer<'a> {
         self.batch.delete(format::inode_key(ino));
         self.batch.delete(format::xattr_key(ino));
         self.batch.delete(format::unlinked_key(ino));
+        self.batch.delete(format::truncate_key(ino));
         Ok(true)
     }
 
@@ -156,6 +157,8 @@ impl<'a> Freer<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Next {
     Free(Ino),
+    /// Delete the blocks of a pending truncate (orphan.rs).
+    Truncate(Ino),
     Idle,
     Stop,
 }
@@ -165,8 +168,14 @@ struct Queue {
     inos: VecDeque<Ino>,
     /// The same inodes, for `contains` (at most `FREE_QUEUE_MAX`).
     queued: HashSet<Ino>,
+    /// Files with a pending truncate range, each once (at most
+    /// `TRUNCATES_PENDING_MAX`: only members of that set are pushed).
+    truncates: VecDeque<Ino>,
+    truncates_queued: HashSet<Ino>,
     /// The inode the thread is deleting.
     busy: Option<Ino>,
+    /// The thread is deleting a truncate's blocks.
+    busy_truncate: bool,
     /// Recovery of a crash's orphans has not ended.
     recovering: bool,
     /// Shutdown asked, or the thread ended.
@@ -210,6 +219,22 @@ impl FreeQueue {
         true
     }
 
+    /// Queues the deletion of `ino`'s pending truncate range.
+    pub fn push_truncate(&self, ino: Ino) {
+        let mut q = self.lock();
+        if q.stop {
+            return;
+        }
+        if q.truncates_queued.insert(ino) {
+            q.truncates.push_back(ino);
+        }
+        assert!(
+            q.truncates.len() <= crate::orphan::TRUNCATES_PENDING_MAX,
+            "truncate queue over its bound"
+        );
+        self.cv.notify_all();
+    }
+
     /// `ino` is queued or being freed: its `U` record is this mount's, not
     /// a crash's orphan (the recovery walk leaves it alone).
     pub fn contains(&self, ino: Ino) -> bool {
@@ -229,7 +254,7 @@ impl FreeQueue {
     /// at most `wait` for one.
     pub fn next(&self, wait: Duration) -> Next {
         let mut q = self.lock();
-        if q.inos.is_empty() && !q.stop {
+        if q.inos.is_empty() && q.truncates.is_empty() && !q.stop {
             q = self
                 .cv
                 .wait_timeout(q, wait)
@@ -245,13 +270,22 @@ impl FreeQueue {
                 q.busy = Some(ino);
                 Next::Free(ino)
             }
-            None => Next::Idle,
+            None => match q.truncates.pop_front() {
+                Some(ino) => {
+                    q.truncates_queued.remove(&ino);
+                    q.busy_truncate = true;
+                    Next::Truncate(ino)
+                }
+                None => Next::Idle,
+            },
         }
     }
 
     /// The inode taken last is done with.
     pub fn done(&self) {
-        self.lock().busy = None;
+        let mut q = self.lock();
+        q.busy = None;
+        q.busy_truncate = false;
         self.cv.notify_all();
     }
 
@@ -276,7 +310,13 @@ impl FreeQueue {
     /// the queue stopped.
     pub fn wait_idle(&self) {
         let mut q = self.lock();
-        while !q.stop && (q.recovering || q.busy.is_some() || !q.inos.is_empty()) {
+        while !q.stop
+            && (q.recovering
+                || q.busy.is_some()
+                || q.busy_truncate
+                || !q.inos.is_empty()
+                || !q.truncates.is_empty())
+        {
             q = self
                 .cv
                 .wait_timeout(q, Duration::from_millis(100))
