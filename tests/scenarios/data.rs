@@ -357,8 +357,9 @@ fn sizes_past_16_tib_are_refused() {
     fs.e().setattr(f.ino, grow).unwrap();
     assert_eq!(fs.e().read(f.ino, MAX_FILE_SIZE - 2, 10).unwrap(), b"\0\0");
     f.truncate(&fs, 0);
-    fs.e().wait_reclaim();
+    // The commit queues the range; then the background deletes it.
     fs.e().fsync().unwrap();
+    fs.e().wait_reclaim();
     assert!(f.stored_blocks(&fs).is_empty());
     f.check_everywhere(&mut fs, "truncated");
 }
@@ -420,8 +421,9 @@ fn a_large_shrink_leaves_its_blocks_to_the_background() {
     // Growing again reads zeros past the old end, deleted or not.
     f.truncate(&fs, 40 * B + 5);
     f.check(&fs, "grown back");
-    fs.e().wait_reclaim();
+    // The commit queues the range; then the background deletes it.
     fs.e().fsync().unwrap();
+    fs.e().wait_reclaim();
     f.check(&fs, "after the background deletion");
     assert_eq!(f.stored_blocks(&fs), vec![0, 1]);
     assert!(!has_truncate_record(&fs, &f));
@@ -444,8 +446,8 @@ fn writes_after_a_large_shrink_survive_the_background_deletion() {
         f.truncate(&fs, 0);
         f.write(&fs, at * B + 10, &pattern(round as u64, 3 * B as usize));
         f.check(&fs, &format!("write at block {at}"));
-        fs.e().wait_reclaim();
         fs.e().fsync().unwrap();
+        fs.e().wait_reclaim();
         f.check(&fs, &format!("write at block {at}, after the deletion"));
         let want: Vec<u64> = (at..at + 4).collect();
         assert_eq!(f.stored_blocks(&fs), want, "write at block {at}");
@@ -469,8 +471,9 @@ fn a_second_shrink_merges_with_the_pending_range() {
     // finished it already (then it is small enough to delete inline).
     assert!(fs.stat("truncates_deferred") >= 2);
     f.check(&fs, "shrunk three times");
-    fs.e().wait_reclaim();
+    // The commit queues the range; then the background deletes it.
     fs.e().fsync().unwrap();
+    fs.e().wait_reclaim();
     assert_eq!(f.stored_blocks(&fs), (0..10).collect::<Vec<_>>());
     f.check_everywhere(&mut fs, "merged");
 }

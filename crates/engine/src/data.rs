@@ -261,8 +261,8 @@ impl State {
         let mut found = Vec::new();
         loop {
             Stats::inc(&self.stats.store_scans);
-            let page = self.store.scan(&prefix, &start, 1024)?;
-            for (k, _) in &page {
+            let page = self.store.scan_keys(&prefix, &start, 1024)?;
+            for k in &page {
                 if let format::Key::Block(_, n) = format::decode_key(k)? {
                     if n.0 >= upto {
                         return Ok(found);
@@ -271,7 +271,7 @@ impl State {
                 }
             }
             match page.last() {
-                Some((k, _)) if page.len() == 1024 => {
+                Some(k) if page.len() == 1024 => {
                     start = k.clone();
                     start.push(0);
                 }
@@ -320,9 +320,8 @@ impl State {
         }
         let to = pending.map_or(old_end, |(_, to)| to.max(old_end));
         if first_gone < to {
-            if self.truncates.set(ino, first_gone, to) {
-                self.free_queue.push_truncate(ino);
-            }
+            // Queued for the reclaim thread by the commit that writes it.
+            self.truncates.set(ino, first_gone, to);
             self.dirty.add(Item::Truncate(ino), &self.stats);
         }
         Stats::inc(&self.stats.truncates_deferred);

@@ -213,6 +213,23 @@ impl KvStore for InFlightStore {
         }
     }
 
+    fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        if self.current().is_none() {
+            return self.base.scan_keys(prefix, start, limit);
+        }
+        // Rare (only while a commit's batch is written): merge with values.
+        Ok(self
+            .scan(prefix, start, limit)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+
     fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
         self.base.apply(batch)
     }

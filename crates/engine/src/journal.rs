@@ -139,23 +139,27 @@ impl State {
                         }
                         continue;
                     }
-                    let data = i.blocks.get(&n).cloned().unwrap_or_default();
+                    // Moved into the batch, not copied: the block leaves
+                    // memory with this commit anyway.
+                    let mut data = i.blocks.remove(&n).unwrap_or_default();
                     let end = size.saturating_sub(n * BLOCK_SIZE).min(BLOCK_SIZE) as usize;
                     if data.is_empty() || end == 0 {
                         batch.delete(key);
                     } else {
-                        let data = &data[..data.len().min(end)];
-                        format::validate_block(ino, data)?;
-                        batch.put(key, data.to_vec());
+                        data.truncate(end);
+                        format::validate_block(ino, &data)?;
+                        batch.put(key, data);
                     }
-                    i.blocks.remove(&n);
                 }
                 Item::Truncate(ino) => {
                     // Freed since: its record goes with its other records.
                     let live = self.icache.peek(ino).is_some_and(|i| !i.freed);
                     match self.truncates.get(ino) {
                         Some((from, to)) if live => {
-                            batch.put(format::truncate_key(ino), format::encode_truncate(from, to))
+                            batch.put(format::truncate_key(ino), format::encode_truncate(from, to));
+                            // The reclaim thread works on a range once the
+                            // store has it (it takes the commit lock first).
+                            self.free_queue.push_truncate(ino);
                         }
                         _ => batch.delete(format::truncate_key(ino)),
                     }
@@ -407,57 +411,72 @@ impl Engine {
     }
 
     /// Deletes the blocks a large shrinking truncate left to this thread
-    /// (orphan.rs), `free_batch_keys` at a time. Each batch holds the commit
-    /// lock, so it comes after the commit that wrote the truncate and
-    /// before any commit that writes a block the range gave back (an
-    /// extension moves `from` up first); the range is read again under the
-    /// state lock before the batch is built, and the batch moves the `T`
-    /// record's `from` up, or deletes it with the last blocks.
+    /// (orphan.rs), `free_batch_keys` at a time. Only a range the store
+    /// holds as it stands in memory is worked on: the commit that writes a
+    /// changed range queues the file again, so no deletion reaches the store
+    /// before the truncate that made the blocks garbage (the store keeps
+    /// batches in order across a crash). The keys are read without any lock
+    /// (reading a 64 KiB block's key costs reading the block); the batch is
+    /// built under the commit lock and the state lock, keeping only keys
+    /// still inside the range (an extension moves `from` up and deletes
+    /// what it revealed itself), and applied before the commit lock is
+    /// released, so no commit can write a block in between. It moves the `T`
+    /// record's `from` up, or deletes the record with the last blocks.
     fn finish_truncate(&self, ino: Ino) -> Result<()> {
         let keys = self.cfg.free_batch_keys.max(1);
+        let prefix = format::block_prefix(ino);
         loop {
             if self.is_stopped() || self.free_queue.stopping() {
                 return Ok(());
             }
-            let _commit = self.commit.lock().unwrap_or_else(|p| p.into_inner());
             let Some((from, to)) = self.lock_state()?.truncates.get(ino) else {
                 return Ok(());
             };
-            // No commit can change the store meanwhile (we hold its lock).
-            let prefix = format::block_prefix(ino);
-            let page = self
-                .store
-                .scan(&prefix, &format::block_key(ino, BlockNo(from)), keys)?;
+            let page =
+                self.store
+                    .scan_keys(&prefix, &format::block_key(ino, BlockNo(from)), keys)?;
             let mut found = Vec::with_capacity(page.len());
-            for (k, _) in &page {
+            for k in &page {
                 if let format::Key::Block(_, n) = format::decode_key(k)? {
                     if n.0 < to {
                         found.push(n.0);
                     }
                 }
             }
-            let last = found.last().copied();
             let done = page.len() < keys || found.len() < page.len();
-            let reached = if done { to } else { last.map_or(to, |n| n + 1) };
+            let reached = match found.last() {
+                Some(&n) if !done => n + 1,
+                _ => to,
+            };
+            let _commit = self.commit.lock().unwrap_or_else(|p| p.into_inner());
+            let held = Instant::now();
             let mut batch = Batch::default();
             let finished = {
                 let mut s = self.lock_state()?;
                 let Some((from2, to2)) = s.truncates.get(ino) else {
                     return Ok(());
                 };
+                // With the commit lock held nothing is staged: this reads
+                // what the store holds.
+                let stored = match self.store.get(&format::truncate_key(ino))? {
+                    Some(v) => Some(format::decode_truncate(ino, &v)?),
+                    None => None,
+                };
+                if stored != Some((from2, to2)) {
+                    // Changed since the last commit, which queues it again.
+                    return Ok(());
+                }
                 for &n in &found {
-                    // An extension may have given some back meanwhile; it
-                    // deletes those itself.
                     if n >= from2 && n < to2 {
                         batch.delete(format::block_key(ino, BlockNo(n)));
                     }
                 }
-                // A second shrink may have moved `from` down: then what was
-                // deleted is only a part in the middle, and the range stays.
-                let next = if from2 < from {
-                    from2
+                // Progress counts only if the range still starts where the
+                // scan did (else the next scan starts at its new start).
+                let next = if from2 == from {
+                    reached.min(to2)
                 } else {
-                    from2.max(reached)
+                    from2
                 };
                 if next >= to2 {
                     s.truncates.remove(ino);
@@ -474,6 +493,11 @@ impl Engine {
             };
             self.apply_freed(batch)?;
             Stats::inc(&self.stats.truncate_batches);
+            // How long a commit (an fsync) waited at most behind one batch.
+            Stats::max(
+                &self.stats.truncate_batch_max_us,
+                held.elapsed().as_micros() as u64,
+            );
             if finished {
                 Stats::inc(&self.stats.truncates_done);
                 let pending = self.lock_state()?.truncates.len();

@@ -65,6 +65,7 @@ stats! {
     truncates_inline,
     truncates_done,
     truncate_batches,
+    truncate_batch_max_us,
     // unlinked
     unlinked_inodes,
     unlinked_freed,

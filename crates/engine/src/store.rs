@@ -60,6 +60,20 @@ pub trait KvStore: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
     /// Up to `limit` pairs with keys `>= start` that begin with `prefix`, in key order.
     fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError>;
+    /// The keys `scan` would return, without copying the values (block
+    /// deletions page through 64 KiB values they never look at).
+    fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        Ok(self
+            .scan(prefix, start, limit)?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
     fn apply(&self, batch: &Batch) -> Result<(), StoreError>;
     fn sync(&self) -> Result<(), StoreError>;
 }
@@ -175,6 +189,30 @@ impl KvStore for FjallStore {
                 break;
             }
             out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn scan_keys(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let from = if start > prefix { start } else { prefix };
+        let mut out = Vec::new();
+        for guard in self
+            .ks
+            .range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
+        {
+            if out.len() >= limit {
+                break;
+            }
+            let k = guard.key().map_err(fjall_err)?;
+            if !k.starts_with(prefix) {
+                break;
+            }
+            out.push(k.to_vec());
         }
         Ok(out)
     }
@@ -368,9 +406,17 @@ mod tests {
         let s = FjallStore::open(dir.path(), true, 1 << 20).unwrap();
         let mut b = Batch::default();
         b.put(b"k".to_vec(), b"v".to_vec());
+        b.put(b"k2".to_vec(), vec![7; 70_000]);
+        b.put(b"l".to_vec(), b"w".to_vec());
         s.apply(&b).unwrap();
         s.sync().unwrap();
         assert_eq!(s.get(b"k").unwrap(), Some(b"v".to_vec()));
+        assert_eq!(
+            s.scan_keys(b"k", b"", 10).unwrap(),
+            vec![b"k".to_vec(), b"k2".to_vec()]
+        );
+        assert_eq!(s.scan_keys(b"k", b"k1", 10).unwrap(), vec![b"k2".to_vec()]);
+        assert_eq!(s.scan_keys(b"", b"", 2).unwrap().len(), 2);
         assert!(matches!(
             FjallStore::open(dir.path(), false, 1 << 20),
             Err(StoreError::Locked)

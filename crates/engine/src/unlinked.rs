@@ -121,15 +121,15 @@ impl<'a> Freer<'a> {
                 }
             }
             let room = self.max_keys - self.batch.len();
-            let page = self.store.scan(&prefix, &start, room)?;
+            let page = self.store.scan_keys(&prefix, &start, room)?;
             let full = page.len() == room;
-            if let Some((last, _)) = page.last() {
+            if let Some(last) = page.last() {
                 // The next page starts after this one, not at the prefix:
                 // the deletions applied meanwhile are not walked again.
                 start = last.clone();
                 start.push(0);
             }
-            for (k, _) in page {
+            for k in page {
                 self.batch.delete(k);
             }
             if !full {
