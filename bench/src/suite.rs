@@ -63,6 +63,7 @@ pub const TARGETS: &[(&str, Kind)] = &[
     ("ext4", Kind::Kernel),
     ("xfs", Kind::Kernel),
     ("passthrough_ll", Kind::Fuse),
+    ("passthrough_ll-xattr", Kind::Fuse),
     ("fuse2fs", Kind::Fuse),
     ("juicefs", Kind::Fuse),
     ("floor", Kind::Floor),

@@ -23,12 +23,13 @@ build() {
   mv "$BIN.tmp$$" "$BIN"
 }
 
-start() { start_daemon "$BIN" -f -o "source=$RAM" "$MNT"; }
+# passthrough_ll-xattr.sh sets PASSTHROUGH_OPTS=",xattr".
+start() { start_daemon "$BIN" -f -o "source=$RAM${PASSTHROUGH_OPTS:-}" "$MNT"; }
 
 case "$ACTION" in
   check)
     build
-    echo "desc=libfuse passthrough_ll (libfuse3-dev example, default options) over tmpfs"
+    echo "desc=${PASSTHROUGH_DESC:-libfuse passthrough_ll (libfuse3-dev example, default options) over tmpfs}"
     echo "version=libfuse $(pkg-config --modversion fuse3)"
     ;;
   up)

@@ -17,6 +17,12 @@
 //! carries in a state older than the batch (the drain took them from the
 //! caches), so a reader that misses a cache and reads here sees the newest.
 //!
+//! A reader holding the state lock reads one consistent state: no other
+//! batch can be staged until it lets go, so the batch it overlays is the
+//! newest. The reclaim thread reads without that lock, but only keys no
+//! commit writes (a freed inode's, a pending truncate's garbage) and checks
+//! what it found again under the lock before it deletes.
+//!
 //! Ordering: one batch is staged at a time (the commit lock serialises
 //! commits; asserted). Writes that do not go through a commit (the reclaim
 //! of unlinked inodes) go to the store directly: they touch only inodes no
