@@ -29,7 +29,7 @@
 //! commit writes (journal.rs, `reclaim_batch`, `free_large`).
 
 use crate::error::StoreError;
-use crate::store::{Batch, BatchOp, KvPair, KvStore};
+use crate::store::{self, Batch, BatchOp, KvPair, KvStore};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
 /// A batch in key order with one op per key.
@@ -229,11 +229,7 @@ impl KvStore for InFlightStore {
             return self.base.scan_keys(prefix, start, limit);
         }
         // Rare (only while a commit's batch is written): merge with values.
-        Ok(self
-            .scan(prefix, start, limit)?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect())
+        Ok(store::keys(self.scan(prefix, start, limit)?))
     }
 
     fn apply(&self, batch: &Batch) -> Result<(), StoreError> {

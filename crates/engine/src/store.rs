@@ -55,6 +55,11 @@ impl Batch {
 
 pub type KvPair = (Vec<u8>, Vec<u8>);
 
+/// The keys of `pairs`, in order.
+pub fn keys(pairs: Vec<KvPair>) -> Vec<Vec<u8>> {
+    pairs.into_iter().map(|(k, _)| k).collect()
+}
+
 /// The narrow interface every store provides.
 pub trait KvStore: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
@@ -68,11 +73,7 @@ pub trait KvStore: Send + Sync {
         start: &[u8],
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        Ok(self
-            .scan(prefix, start, limit)?
-            .into_iter()
-            .map(|(k, _)| k)
-            .collect())
+        Ok(keys(self.scan(prefix, start, limit)?))
     }
     fn apply(&self, batch: &Batch) -> Result<(), StoreError>;
     fn sync(&self) -> Result<(), StoreError>;
@@ -169,12 +170,17 @@ fn verify_manifests(db: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-impl KvStore for FjallStore {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec()))
-    }
-
-    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
+impl FjallStore {
+    /// At most `limit` items that `take` makes of the entries from key
+    /// `max(start, prefix)` on that begin with `prefix` (`take` hands back
+    /// the key too, for the prefix check).
+    fn page<T>(
+        &self,
+        prefix: &[u8],
+        start: &[u8],
+        limit: usize,
+        take: impl Fn(fjall::Guard) -> fjall::Result<(fjall::UserKey, T)>,
+    ) -> Result<Vec<T>, StoreError> {
         let from = if start > prefix { start } else { prefix };
         let mut out = Vec::new();
         for guard in self
@@ -184,13 +190,27 @@ impl KvStore for FjallStore {
             if out.len() >= limit {
                 break;
             }
-            let (k, v) = guard.into_inner().map_err(fjall_err)?;
+            let (k, item) = take(guard).map_err(fjall_err)?;
             if !k.starts_with(prefix) {
                 break;
             }
-            out.push((k.to_vec(), v.to_vec()));
+            out.push(item);
         }
         Ok(out)
+    }
+}
+
+impl KvStore for FjallStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec()))
+    }
+
+    fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
+        self.page(prefix, start, limit, |g| {
+            let (k, v) = g.into_inner()?;
+            let pair = (k.to_vec(), v.to_vec());
+            Ok((k, pair))
+        })
     }
 
     fn scan_keys(
@@ -199,22 +219,11 @@ impl KvStore for FjallStore {
         start: &[u8],
         limit: usize,
     ) -> Result<Vec<Vec<u8>>, StoreError> {
-        let from = if start > prefix { start } else { prefix };
-        let mut out = Vec::new();
-        for guard in self
-            .ks
-            .range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
-        {
-            if out.len() >= limit {
-                break;
-            }
-            let k = guard.key().map_err(fjall_err)?;
-            if !k.starts_with(prefix) {
-                break;
-            }
-            out.push(k.to_vec());
-        }
-        Ok(out)
+        self.page(prefix, start, limit, |g| {
+            let k = g.key()?;
+            let key = k.to_vec();
+            Ok((k, key))
+        })
     }
 
     fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
