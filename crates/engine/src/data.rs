@@ -15,6 +15,7 @@ use crate::format::{self, Xattrs, BLOCK_SIZE, INLINE_MAX, MAX_FILE_SIZE};
 use crate::fs::{Engine, State};
 use crate::journal::Item;
 use crate::stats::Stats;
+use crate::store::KvStore;
 use crate::types::{falloc, BlockNo, FileKind, Ino, Timespec};
 
 impl State {
@@ -255,27 +256,17 @@ impl State {
     }
 
     /// Numbers of the blocks the store holds for `ino` in `from..upto`.
-    fn stored_blocks(&mut self, ino: Ino, from: u64, upto: u64) -> Result<Vec<u64>> {
-        let prefix = format::block_prefix(ino);
-        let mut start = format::block_key(ino, BlockNo(from));
+    fn stored_blocks(&mut self, ino: Ino, mut from: u64, upto: u64) -> Result<Vec<u64>> {
         let mut found = Vec::new();
         loop {
             Stats::inc(&self.stats.store_scans);
-            let page = self.store.scan_keys(&prefix, &start, 1024)?;
-            for k in &page {
-                if let format::Key::Block(_, n) = format::decode_key(k)? {
-                    if n.0 >= upto {
-                        return Ok(found);
-                    }
-                    found.push(n.0);
-                }
+            let (page, end) = block_numbers(&*self.store, ino, from, upto, 1024)?;
+            if let Some(&last) = page.last() {
+                from = last.saturating_add(1);
             }
-            match page.last() {
-                Some(k) if page.len() == 1024 => {
-                    start = k.clone();
-                    start.push(0);
-                }
-                _ => return Ok(found),
+            found.extend(page);
+            if end {
+                return Ok(found);
             }
         }
     }
@@ -390,6 +381,30 @@ impl State {
         self.dirty_inode(ino);
         Ok(())
     }
+}
+
+/// One page of the numbers of the blocks the store holds for `ino` in
+/// `from..upto`, reading at most `limit` keys; `true` when the range holds
+/// no more after them.
+pub(crate) fn block_numbers(
+    store: &dyn KvStore,
+    ino: Ino,
+    from: u64,
+    upto: u64,
+    limit: usize,
+) -> Result<(Vec<u64>, bool)> {
+    let prefix = format::block_prefix(ino);
+    let page = store.scan_keys(&prefix, &format::block_key(ino, BlockNo(from)), limit)?;
+    let mut found = Vec::with_capacity(page.len());
+    for k in &page {
+        if let format::Key::Block(_, n) = format::decode_key(k)? {
+            if n.0 >= upto {
+                return Ok((found, true));
+            }
+            found.push(n.0);
+        }
+    }
+    Ok((found, page.len() < limit))
 }
 
 impl Engine {

@@ -424,7 +424,6 @@ impl Engine {
     /// record's `from` up, or deletes the record with the last blocks.
     fn finish_truncate(&self, ino: Ino) -> Result<()> {
         let keys = self.cfg.free_batch_keys.max(1);
-        let prefix = format::block_prefix(ino);
         loop {
             if self.is_stopped() || self.free_queue.stopping() {
                 return Ok(());
@@ -432,18 +431,7 @@ impl Engine {
             let Some((from, to)) = self.lock_state()?.truncates.get(ino) else {
                 return Ok(());
             };
-            let page =
-                self.store
-                    .scan_keys(&prefix, &format::block_key(ino, BlockNo(from)), keys)?;
-            let mut found = Vec::with_capacity(page.len());
-            for k in &page {
-                if let format::Key::Block(_, n) = format::decode_key(k)? {
-                    if n.0 < to {
-                        found.push(n.0);
-                    }
-                }
-            }
-            let done = page.len() < keys || found.len() < page.len();
+            let (found, done) = crate::data::block_numbers(&*self.store, ino, from, to, keys)?;
             let reached = match found.last() {
                 Some(&n) if !done => n + 1,
                 _ => to,
