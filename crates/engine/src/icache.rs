@@ -24,9 +24,9 @@
 
 use crate::format::{InodeRecord, Xattrs};
 use crate::stats::Stats;
-use crate::types::{Attr, FileKind, Ino};
+use crate::types::{Attr, FileKind, Ino, InoMap};
 use lru::LruCache;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// An inode in memory.
 #[derive(Debug)]
@@ -98,22 +98,22 @@ impl Inode {
 
 /// The inode cache.
 pub struct ICache {
-    map: HashMap<Ino, Inode>,
+    map: InoMap<Inode>,
     /// Clean, unpinned inodes in recency order (values unused).
     idle: LruCache<Ino, ()>,
     inodes_max: usize,
     /// Kernel lookup counts (ino → count > 0).
-    kernel_refs: HashMap<Ino, u64>,
+    kernel_refs: InoMap<u64>,
 }
 
 impl ICache {
     pub fn new(inodes_max: usize) -> ICache {
         assert!(inodes_max > 0, "icache bound must be positive");
         ICache {
-            map: HashMap::new(),
+            map: InoMap::default(),
             idle: LruCache::unbounded(),
             inodes_max,
-            kernel_refs: HashMap::new(),
+            kernel_refs: InoMap::default(),
         }
     }
 

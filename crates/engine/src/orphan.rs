@@ -29,8 +29,7 @@
 use crate::error::{EngineError, Result};
 use crate::format;
 use crate::store::KvStore;
-use crate::types::Ino;
-use std::collections::HashMap;
+use crate::types::{Ino, InoMap};
 
 /// A shrink by at most this many blocks deletes them in the request.
 pub const TRUNCATE_INLINE_BLOCKS: u64 = 64;
@@ -40,7 +39,7 @@ pub const TRUNCATES_PENDING_MAX: usize = 1024;
 /// Pending block ranges by inode; lives in `State` (the state lock).
 #[derive(Default)]
 pub struct PendingTruncates {
-    ranges: HashMap<Ino, (u64, u64)>,
+    ranges: InoMap<(u64, u64)>,
 }
 
 impl PendingTruncates {

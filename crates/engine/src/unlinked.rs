@@ -29,8 +29,8 @@
 use crate::error::{EngineError, Result};
 use crate::format::{self, Key};
 use crate::store::{Batch, KvStore};
-use crate::types::Ino;
-use std::collections::{HashSet, VecDeque};
+use crate::types::{Ino, InoSet};
+use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -46,7 +46,7 @@ pub const FREE_QUEUE_MAX: usize = 1024;
 
 #[derive(Default)]
 pub struct Unlinked {
-    set: HashSet<Ino>,
+    set: InoSet,
 }
 
 impl Unlinked {
@@ -167,11 +167,11 @@ pub enum Next {
 struct Queue {
     inos: VecDeque<Ino>,
     /// The same inodes, for `contains` (at most `FREE_QUEUE_MAX`).
-    queued: HashSet<Ino>,
+    queued: InoSet,
     /// Files with a pending truncate range, each once (at most
     /// `TRUNCATES_PENDING_MAX`: only members of that set are pushed).
     truncates: VecDeque<Ino>,
-    truncates_queued: HashSet<Ino>,
+    truncates_queued: InoSet,
     /// The inode the thread is deleting.
     busy: Option<Ino>,
     /// The thread is deleting a truncate's blocks.
