@@ -58,7 +58,7 @@ pub enum Kind {
 pub const TARGETS: &[(&str, Kind)] = &[
     ("churnfs-tmpfs", Kind::Churnfs),
     ("churnfs-disk", Kind::Churnfs),
-    ("churnfs-noxattr", Kind::Churnfs),
+    ("churnfs-xattr", Kind::Churnfs),
     ("tmpfs", Kind::Kernel),
     ("ext4", Kind::Kernel),
     ("xfs", Kind::Kernel),

@@ -128,7 +128,8 @@ run_fsx() {
 }
 
 run_stress_ng() {
-  mount_fresh
+  # With extended attributes on, so that its xattr stressor exercises them.
+  mount_fresh xattr=1
   log "stress-ng --class filesystem --seq 1 -t ${STRESS_SECS}s"
   # binderfs is not a filesystem on a path (it needs the binder driver, absent here).
   (cd "$work/mnt" && stress-ng --class filesystem --seq 1 -t "${STRESS_SECS}s" --exclude binderfs \

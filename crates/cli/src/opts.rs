@@ -26,8 +26,8 @@ Mount options (-o key=value,...; defaults in brackets):
                            who checks permissions: the daemon on a private mount,
                            the kernel with allow_other [auto]
   default_permissions      the same as permissions=kernel
-  xattr=0|1                extended attributes; without them writes and truncates
-                           after an attribute change cost one request less [1]";
+  xattr=0|1                extended attributes; with them a new file's first write
+                           and every truncate cost one request more [0]";
 
 #[derive(Clone, Debug, Default)]
 pub struct MountOpts {

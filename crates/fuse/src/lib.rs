@@ -52,10 +52,11 @@ pub struct AdapterConfig {
     pub allow_other: bool,
     /// Who checks permissions.
     pub permissions: Permissions,
-    /// Serve extended attributes. Without them every xattr call answers
-    /// ENOSYS, the kernel stops asking (EOPNOTSUPP to callers), and the
-    /// `getxattr(security.capability)` it sends before a write or truncate
-    /// that follows an attribute reply goes away.
+    /// Serve extended attributes (off by default, docs/design.md "Extended
+    /// attributes"). Without them every xattr call answers ENOSYS, the
+    /// kernel stops asking (EOPNOTSUPP to callers), and the
+    /// `getxattr(security.capability)` it sends before a new file's first
+    /// write and before every truncate goes away.
     pub xattrs: bool,
     /// Shown as the mount's source in /proc/mounts.
     pub fsname: String,
@@ -74,7 +75,7 @@ impl Default for AdapterConfig {
                 .unwrap_or(2),
             allow_other: false,
             permissions: Permissions::Auto,
-            xattrs: true,
+            xattrs: false,
             fsname: "churnfs".into(),
         }
     }
