@@ -7,6 +7,7 @@ mod corrupt_store;
 mod durability;
 mod enospc;
 mod kill9_churn;
+mod kill9_truncate;
 mod negative_dentries;
 mod permissions;
 mod posix_basics;
