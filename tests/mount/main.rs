@@ -9,6 +9,7 @@ mod enospc;
 mod kill9_churn;
 mod kill9_truncate;
 mod negative_dentries;
+mod opens;
 mod permissions;
 mod posix_basics;
 mod tools;

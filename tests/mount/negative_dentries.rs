@@ -3,19 +3,8 @@
 //! unlinked names) and invalidates the oldest beyond `kernel_negative_max`.
 //! Negative replies carry a TTL, and a name created later is seen at once.
 
-use crate::support::{churnfs, Mount};
+use crate::support::{stat_of, Mount};
 use std::fs;
-
-fn stat_of(m: &Mount, key: &str) -> u64 {
-    let out = churnfs(&["stats", m.mnt.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!("{key} "))
-                .map(|v| v.parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("{key} missing from stats:\n{text}"))
-}
 
 #[test]
 fn churned_and_missing_names_are_invalidated_beyond_the_budget() {

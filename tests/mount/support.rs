@@ -238,3 +238,15 @@ impl Drop for Mount {
         }
     }
 }
+
+/// One counter of `churnfs stats` for the mount.
+pub fn stat_of(m: &Mount, key: &str) -> u64 {
+    let out = churnfs(&["stats", m.mnt.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{key} "))
+                .map(|v| v.parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{key} missing from stats:\n{text}"))
+}

@@ -50,7 +50,8 @@ pub struct AdapterConfig {
     pub threads: usize,
     /// Let every user reach the mount (`allow_other`).
     pub allow_other: bool,
-    /// Who checks permissions.
+    /// Who checks permissions. When the kernel does, the daemon also asks
+    /// for no OPEN and OPENDIR (see `Adapter::opens`).
     pub permissions: Permissions,
     /// Serve extended attributes (off by default, docs/design.md "Extended
     /// attributes"). Without them every xattr call answers ENOSYS, the
@@ -115,6 +116,16 @@ pub struct Adapter {
     stats: Arc<Stats>,
     negatives: Arc<KernelNegatives>,
     checks: bool,
+    /// The daemon answers OPEN, OPENDIR and CREATE: only when it checks
+    /// permissions, since an open is where it checks the access mode. When
+    /// the kernel checks them, OPEN and OPENDIR answer ENOSYS, which the
+    /// kernel takes as "succeed without asking" for the rest of the mount
+    /// (no OPEN, RELEASE, OPENDIR or RELEASEDIR again), and CREATE answers
+    /// ENOSYS so that the kernel creates with MKNOD and then opens, which
+    /// makes it latch that at the first create. Files then live by the
+    /// kernel's lookup count alone: an open file pins its inode, so FORGET
+    /// comes after the last close (docs/design.md, "Opens").
+    opens: bool,
 }
 
 const GEN: Generation = Generation(0);
@@ -173,6 +184,7 @@ impl Adapter {
             stats,
             negatives,
             checks,
+            opens: checks,
         }
     }
 
@@ -333,6 +345,14 @@ impl Filesystem for Adapter {
             if config.add_capabilities(flag).is_err() {
                 tracing::info!("kernel lacks capability {flag:?}");
             }
+        }
+        // Zero-message opens need a kernel that takes ENOSYS from OPEN and
+        // OPENDIR as success (it says so with these flags; asking for them
+        // changes nothing else).
+        let zero_message_opens =
+            InitFlags::FUSE_NO_OPEN_SUPPORT | InitFlags::FUSE_NO_OPENDIR_SUPPORT;
+        if config.add_capabilities(zero_message_opens).is_err() {
+            self.opens = true;
         }
         let _ = config.set_max_background(64);
         Ok(())
@@ -572,6 +592,11 @@ impl Filesystem for Adapter {
 
     fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         Stats::inc(&self.stats.op_open);
+        if !self.opens {
+            // The kernel checked the access mode; it opens without us from now on.
+            reply.error(fuser::Errno::ENOSYS);
+            return;
+        }
         permit!(self, req, reply, |c| perm::access(
             c,
             &self.attr(i)?,
@@ -629,8 +654,11 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         Stats::inc(&self.stats.op_flush);
-        // Dirty pages reach us as writes before flush; durability is fsync's job.
-        reply.ok();
+        // Dirty pages reach us as writes before flush (the kernel writes
+        // them back before it sends FLUSH), durability is fsync's job, and
+        // POSIX locks are the kernel's: nothing to do. ENOSYS tells the
+        // kernel to stop sending FLUSH on close for the rest of the mount.
+        reply.error(fuser::Errno::ENOSYS);
     }
 
     fn release(
@@ -644,6 +672,11 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         Stats::inc(&self.stats.op_release);
+        if !self.opens {
+            // No open handle was handed out (see `opens`).
+            reply.ok();
+            return;
+        }
         Self::empty(reply, self.engine.release(ino(i)));
     }
 
@@ -661,6 +694,10 @@ impl Filesystem for Adapter {
 
     fn opendir(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         Stats::inc(&self.stats.op_opendir);
+        if !self.opens {
+            reply.error(fuser::Errno::ENOSYS);
+            return;
+        }
         permit!(self, req, reply, |c| perm::access(
             c,
             &self.attr(i)?,
@@ -852,6 +889,11 @@ impl Filesystem for Adapter {
         reply: ReplyCreate,
     ) {
         Stats::inc(&self.stats.op_create);
+        if !self.opens {
+            // The kernel falls back to MKNOD and an open it no longer sends.
+            reply.error(fuser::Errno::ENOSYS);
+            return;
+        }
         permit!(self, req, reply, |c| self.may_create(c, parent));
         match self
             .engine
