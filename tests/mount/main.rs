@@ -13,3 +13,4 @@ mod opens;
 mod permissions;
 mod posix_basics;
 mod tools;
+mod workers;

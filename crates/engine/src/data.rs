@@ -417,8 +417,11 @@ impl Engine {
         // requests do not): a writer that went on would grow the next
         // commit by what it wrote meanwhile, and every fsync waits for the
         // whole of the commit after its call (docs/design.md §6).
-        if self.store.wait_applied() {
-            Stats::inc(&self.stats.writer_apply_waits);
+        if self.store.staged_len() > 0 {
+            self.before_wait();
+            if self.store.wait_applied() {
+                Stats::inc(&self.stats.writer_apply_waits);
+            }
         }
         let n = self.lock()?.write(ino, offset, data)?;
         self.throttle()?;

@@ -92,6 +92,10 @@ pub struct State {
     pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
 }
 
+/// What the front end does before a request waits for a commit (the FUSE
+/// adapter lets another worker thread read requests meanwhile).
+pub type WaitHook = Box<dyn Fn() + Send + Sync>;
+
 pub struct Engine {
     pub(crate) state: Mutex<State>,
     pub(crate) commit: Mutex<CommitCtl>,
@@ -109,6 +113,8 @@ pub struct Engine {
     /// large files this mount frees.
     pub(crate) reclaimer: Mutex<Option<JoinHandle<()>>>,
     pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
+    /// Called before a request waits for a commit (`on_wait`).
+    pub(crate) wait_hook: std::sync::OnceLock<WaitHook>,
 }
 
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
@@ -985,7 +991,20 @@ impl Engine {
     /// Makes everything done so far durable (fsync, fsyncdir, syncfs).
     pub fn fsync(&self) -> Result<()> {
         Stats::inc(&self.stats.fsync_requests);
+        self.before_wait();
         self.sync_all()
+    }
+
+    /// Sets the hook called before a request waits for a commit (once;
+    /// later calls are ignored).
+    pub fn on_wait(&self, hook: WaitHook) {
+        let _ = self.wait_hook.set(hook);
+    }
+
+    pub(crate) fn before_wait(&self) {
+        if let Some(h) = self.wait_hook.get() {
+            h();
+        }
     }
 
     /// Time the committer sleeps between commits.

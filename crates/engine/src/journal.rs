@@ -355,6 +355,7 @@ impl Engine {
             committer: Mutex::new(None),
             reclaimer: Mutex::new(None),
             free_queue,
+            wait_hook: std::sync::OnceLock::new(),
         });
         // The root is always known to the kernel.
         engine.lock()?.inode(Ino::ROOT)?;
@@ -652,6 +653,7 @@ impl Engine {
     pub(crate) fn push_back(&self) -> Result<()> {
         if self.stats.dirty_items.load(Ordering::Relaxed) > self.cfg.dirty_items_max as u64 {
             Stats::inc(&self.stats.dirty_items_commits);
+            self.before_wait();
             self.commit_nosync()?;
         }
         Ok(())
@@ -665,6 +667,7 @@ impl Engine {
         };
         if over {
             Stats::inc(&self.stats.writer_throttles);
+            self.before_wait();
             self.commit_nosync()?;
         }
         Ok(())

@@ -87,6 +87,11 @@ stats! {
     kernel_negative_invalidated,
     kernel_negative_inval_failed,
     kernel_negative_dropped,
+    // worker threads reading /dev/fuse (adapter)
+    workers_parked,
+    worker_parks,
+    worker_wakes,
+    worker_backlogs,
     // permission checks in the daemon (adapter)
     perm_checks,
     perm_denied,

@@ -7,6 +7,7 @@ mod convert;
 pub mod cred;
 pub mod errno;
 pub mod negative;
+pub mod workers;
 
 use churnfs_engine::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
 use churnfs_engine::stats::Stats;
@@ -26,6 +27,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use workers::{Turn, Workers};
 
 pub use errno::errno;
 
@@ -115,6 +117,8 @@ pub struct Adapter {
     cfg: AdapterConfig,
     stats: Arc<Stats>,
     negatives: Arc<KernelNegatives>,
+    /// Which worker threads read /dev/fuse (workers.rs).
+    workers: Arc<Workers>,
     checks: bool,
     /// The daemon answers OPEN, OPENDIR and CREATE: only when it checks
     /// permissions, since an open is where it checks the access mode. When
@@ -178,11 +182,15 @@ impl Adapter {
         let stats = engine.stats_handle();
         let negatives = Arc::new(KernelNegatives::new(cfg.kernel_negative_max, stats.clone()));
         let checks = cfg.daemon_checks();
+        let workers = Arc::new(Workers::new(cfg.threads.max(1), stats.clone()));
+        let w = workers.clone();
+        engine.on_wait(Box::new(move || w.before_wait()));
         Adapter {
             engine,
             cfg,
             stats,
             negatives,
+            workers,
             checks,
             opens: checks,
         }
@@ -206,6 +214,14 @@ impl Adapter {
             }
             errno(&e)
         })
+    }
+
+    /// Counts a request by opcode; the returned guard, dropped when the
+    /// handler returns (after its reply), decides whether this worker
+    /// thread goes on reading (workers.rs).
+    fn turn(&self, req: &Request, op: &std::sync::atomic::AtomicU64) -> Turn<'_> {
+        Stats::inc(op);
+        self.workers.turn(req.pid())
     }
 
     fn attr(&self, i: INodeNo) -> churnfs_engine::Result<Attr> {
@@ -327,8 +343,10 @@ pub fn session(
     let config = fuser_config(&cfg);
     let adapter = Adapter::new(engine, cfg);
     let negatives = adapter.negatives();
+    let workers = adapter.workers.clone();
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
     negatives.start(session.notifier())?;
+    workers.watch(std::os::fd::AsFd::as_fd(&session))?;
     Ok(session)
 }
 
@@ -359,7 +377,7 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        Stats::inc(&self.stats.op_lookup);
+        let _turn = self.turn(req, &self.stats.op_lookup);
         permit!(self, req, reply, |c| perm::access(
             c,
             &self.attr(parent)?,
@@ -376,8 +394,8 @@ impl Filesystem for Adapter {
         self.engine.forget(ino(i), nlookup);
     }
 
-    fn getattr(&self, _req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        Stats::inc(&self.stats.op_getattr);
+    fn getattr(&self, req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _turn = self.turn(req, &self.stats.op_getattr);
         match self.engine.getattr(ino(i)) {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -402,7 +420,7 @@ impl Filesystem for Adapter {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        Stats::inc(&self.stats.op_setattr);
+        let _turn = self.turn(req, &self.stats.op_setattr);
         let given = |t: &Option<TimeOrNow>| matches!(t, Some(TimeOrNow::SpecificTime(_)));
         let times_given = given(&atime) || given(&mtime);
         let change = perm::Change {
@@ -434,8 +452,8 @@ impl Filesystem for Adapter {
         }
     }
 
-    fn readlink(&self, _req: &Request, i: INodeNo, reply: ReplyData) {
-        Stats::inc(&self.stats.op_readlink);
+    fn readlink(&self, req: &Request, i: INodeNo, reply: ReplyData) {
+        let _turn = self.turn(req, &self.stats.op_readlink);
         match self.engine.readlink(ino(i)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -452,7 +470,7 @@ impl Filesystem for Adapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        Stats::inc(&self.stats.op_mknod);
+        let _turn = self.turn(req, &self.stats.op_mknod);
         permit!(self, req, reply, |c| self.may_create(c, parent));
         let r = self
             .engine
@@ -470,7 +488,7 @@ impl Filesystem for Adapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        Stats::inc(&self.stats.op_mkdir);
+        let _turn = self.turn(req, &self.stats.op_mkdir);
         permit!(self, req, reply, |c| self.may_create(c, parent));
         let r = self
             .engine
@@ -480,7 +498,7 @@ impl Filesystem for Adapter {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Stats::inc(&self.stats.op_unlink);
+        let _turn = self.turn(req, &self.stats.op_unlink);
         permit!(self, req, reply, |c| self.may_delete(c, parent, name));
         let r = self.engine.unlink(ino(parent), name.as_bytes());
         if r.is_ok() {
@@ -490,7 +508,7 @@ impl Filesystem for Adapter {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Stats::inc(&self.stats.op_rmdir);
+        let _turn = self.turn(req, &self.stats.op_rmdir);
         permit!(self, req, reply, |c| self.may_delete(c, parent, name));
         let r = self.engine.rmdir(ino(parent), name.as_bytes());
         if r.is_ok() {
@@ -507,7 +525,7 @@ impl Filesystem for Adapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        Stats::inc(&self.stats.op_symlink);
+        let _turn = self.turn(req, &self.stats.op_symlink);
         permit!(self, req, reply, |c| self.may_create(c, parent));
         let target = target.as_os_str().as_bytes();
         let r = self
@@ -527,7 +545,7 @@ impl Filesystem for Adapter {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_rename);
+        let _turn = self.turn(req, &self.stats.op_rename);
         if flags.contains(RenameFlags::RENAME_WHITEOUT) {
             reply.error(fuser::Errno::EINVAL);
             return;
@@ -580,7 +598,7 @@ impl Filesystem for Adapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        Stats::inc(&self.stats.op_link);
+        let _turn = self.turn(req, &self.stats.op_link);
         permit!(self, req, reply, |c| {
             perm::may_link(c, &self.attr(i)?)?;
             self.may_create(c, newparent)
@@ -591,7 +609,7 @@ impl Filesystem for Adapter {
     }
 
     fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        Stats::inc(&self.stats.op_open);
+        let _turn = self.turn(req, &self.stats.op_open);
         if !self.opens {
             // The kernel checked the access mode; it opens without us from now on.
             reply.error(fuser::Errno::ENOSYS);
@@ -610,7 +628,7 @@ impl Filesystem for Adapter {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -619,7 +637,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        Stats::inc(&self.stats.op_read);
+        let _turn = self.turn(req, &self.stats.op_read);
         match self.engine.read(ino(i), offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -628,7 +646,7 @@ impl Filesystem for Adapter {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -638,7 +656,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        Stats::inc(&self.stats.op_write);
+        let _turn = self.turn(req, &self.stats.op_write);
         match self.engine.write(ino(i), offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
@@ -647,13 +665,13 @@ impl Filesystem for Adapter {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _i: INodeNo,
         _fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_flush);
+        let _turn = self.turn(req, &self.stats.op_flush);
         // Dirty pages reach us as writes before flush (the kernel writes
         // them back before it sends FLUSH), durability is fsync's job, and
         // POSIX locks are the kernel's: nothing to do. ENOSYS tells the
@@ -663,7 +681,7 @@ impl Filesystem for Adapter {
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         _flags: OpenFlags,
@@ -671,7 +689,7 @@ impl Filesystem for Adapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_release);
+        let _turn = self.turn(req, &self.stats.op_release);
         if !self.opens {
             // No open handle was handed out (see `opens`).
             reply.ok();
@@ -682,18 +700,18 @@ impl Filesystem for Adapter {
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _i: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_fsync);
+        let _turn = self.turn(req, &self.stats.op_fsync);
         Self::empty(reply, self.engine.fsync());
     }
 
     fn opendir(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        Stats::inc(&self.stats.op_opendir);
+        let _turn = self.turn(req, &self.stats.op_opendir);
         if !self.opens {
             reply.error(fuser::Errno::ENOSYS);
             return;
@@ -711,13 +729,13 @@ impl Filesystem for Adapter {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        Stats::inc(&self.stats.op_readdir);
+        let _turn = self.turn(req, &self.stats.op_readdir);
         let r = self.engine.readdir(ino(i), offset, false, &mut |e| {
             !reply.add(
                 INodeNo(e.ino.0),
@@ -734,13 +752,13 @@ impl Filesystem for Adapter {
 
     fn readdirplus(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        Stats::inc(&self.stats.op_readdirplus);
+        let _turn = self.turn(req, &self.stats.op_readdirplus);
         let ttl = self.cfg.entry_ttl;
         let r = self.engine.readdir(ino(i), offset, true, &mut |e| {
             let Some(a) = &e.attr else { return false };
@@ -761,30 +779,30 @@ impl Filesystem for Adapter {
 
     fn releasedir(
         &self,
-        _req: &Request,
+        req: &Request,
         _i: INodeNo,
         _fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_releasedir);
+        let _turn = self.turn(req, &self.stats.op_releasedir);
         reply.ok();
     }
 
     fn fsyncdir(
         &self,
-        _req: &Request,
+        req: &Request,
         _i: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_fsyncdir);
+        let _turn = self.turn(req, &self.stats.op_fsyncdir);
         Self::empty(reply, self.engine.fsync());
     }
 
-    fn statfs(&self, _req: &Request, _i: INodeNo, reply: ReplyStatfs) {
-        Stats::inc(&self.stats.op_statfs);
+    fn statfs(&self, req: &Request, _i: INodeNo, reply: ReplyStatfs) {
+        let _turn = self.turn(req, &self.stats.op_statfs);
         match self.engine.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -803,7 +821,7 @@ impl Filesystem for Adapter {
         position: u32,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_xattr);
+        let _turn = self.turn(req, &self.stats.op_xattr);
         if !self.cfg.xattrs {
             return reply.error(fuser::Errno::ENOSYS);
         }
@@ -824,7 +842,7 @@ impl Filesystem for Adapter {
     }
 
     fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        Stats::inc(&self.stats.op_xattr);
+        let _turn = self.turn(req, &self.stats.op_xattr);
         if !self.cfg.xattrs {
             return reply.error(fuser::Errno::ENOSYS);
         }
@@ -840,8 +858,8 @@ impl Filesystem for Adapter {
         }
     }
 
-    fn listxattr(&self, _req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
-        Stats::inc(&self.stats.op_xattr);
+    fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
+        let _turn = self.turn(req, &self.stats.op_xattr);
         if !self.cfg.xattrs {
             return reply.error(fuser::Errno::ENOSYS);
         }
@@ -852,7 +870,7 @@ impl Filesystem for Adapter {
     }
 
     fn removexattr(&self, req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        Stats::inc(&self.stats.op_xattr);
+        let _turn = self.turn(req, &self.stats.op_xattr);
         if !self.cfg.xattrs {
             return reply.error(fuser::Errno::ENOSYS);
         }
@@ -866,7 +884,7 @@ impl Filesystem for Adapter {
     }
 
     fn access(&self, req: &Request, i: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        Stats::inc(&self.stats.op_access);
+        let _turn = self.turn(req, &self.stats.op_access);
         // With default_permissions the kernel checks modes itself and asks
         // only whether the inode exists.
         let a = match self.attr(i) {
@@ -888,7 +906,7 @@ impl Filesystem for Adapter {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        Stats::inc(&self.stats.op_create);
+        let _turn = self.turn(req, &self.stats.op_create);
         if !self.opens {
             // The kernel falls back to MKNOD and an open it no longer sends.
             reply.error(fuser::Errno::ENOSYS);
@@ -915,7 +933,7 @@ impl Filesystem for Adapter {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -923,20 +941,20 @@ impl Filesystem for Adapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        Stats::inc(&self.stats.op_fallocate);
+        let _turn = self.turn(req, &self.stats.op_fallocate);
         Self::empty(reply, self.engine.fallocate(ino(i), offset, length, mode));
     }
 
     fn lseek(
         &self,
-        _req: &Request,
+        req: &Request,
         i: INodeNo,
         _fh: FileHandle,
         offset: i64,
         whence: i32,
         reply: ReplyLseek,
     ) {
-        Stats::inc(&self.stats.op_lseek);
+        let _turn = self.turn(req, &self.stats.op_lseek);
         if offset < 0 {
             reply.error(fuser::Errno::ENXIO);
             return;

@@ -1,0 +1,406 @@
+//! Which worker threads wait on /dev/fuse: one while requests come one at
+//! a time, more when they queue.
+//!
+//! The kernel hands each request to the reader that has waited longest
+//! (the readers of one connection share one wait queue, cloned descriptors
+//! included). With two readers and one caller at a time, requests
+//! therefore alternate between the two threads, and each is woken cold;
+//! on this project's 2-core machine that costs 4–5 µs per request against
+//! one reader (docs/design.md, "Worker threads"). So the spare threads
+//! park while nothing queues:
+//!
+//! - Two callers: every request from a process other than the previous
+//!   request's notes the time (`last_multi_us`). Requests the kernel sends
+//!   on its own behalf (pid 0, such as the RELEASE after a close, which
+//!   overlaps its caller's next request by design) are not callers.
+//! - A spare (every thread but the first to serve a request) parks after a
+//!   request when no two callers have been seen for `IDLE`. A parked
+//!   thread reads nothing until woken, or until `PATROL` has passed (then
+//!   it goes back to reading, which is also how it sees the session end).
+//! - Waking, while a spare is parked: after each request its thread polls
+//!   a duplicate of the session's descriptor with a zero timeout. A request
+//!   already pending may be the same caller's next one (it was quicker than
+//!   we were after the reply), or another caller's, waiting behind us. So
+//!   the thread remembers the caller it just served, and if the next
+//!   request it reads comes from another, that is backlog: one parked
+//!   spare is woken.
+//! - The engine calls `before_wait` before a request waits for a commit
+//!   (fsync, push-back, a store write in flight): a parked spare is woken
+//!   so that other callers are served meanwhile.
+//!
+//! Bound: at most `threads - 1` parked; gauge `workers_parked`, counters
+//! `worker_parks`, `worker_wakes`, `worker_backlogs`.
+
+use churnfs_engine::stats::Stats;
+use std::cell::Cell;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long without two callers before a spare parks.
+const IDLE: Duration = Duration::from_millis(10);
+/// How long a parked spare waits before it reads again on its own.
+const PATROL: Duration = Duration::from_millis(50);
+
+static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Clone, Copy)]
+struct Local {
+    pool: u64,
+    index: usize,
+    /// A request was pending when this thread had served `pid`'s.
+    pending_after: Option<u32>,
+}
+
+thread_local! {
+    static LOCAL: Cell<Local> = const {
+        Cell::new(Local {
+            pool: 0,
+            index: 0,
+            pending_after: None,
+        })
+    };
+}
+
+#[derive(Default)]
+struct Parked {
+    threads: usize,
+    /// Wake-ups sent and not yet taken.
+    tokens: usize,
+}
+
+pub struct Workers {
+    id: u64,
+    /// Spares park only if there are any (threads > 1).
+    gate: bool,
+    probe: OnceLock<OwnedFd>,
+    next: AtomicUsize,
+    epoch: Instant,
+    /// When two callers were last seen in a row (µs since `epoch`).
+    last_multi_us: AtomicU64,
+    /// The pid of the last request from a process.
+    last_pid: AtomicU32,
+    parked: Mutex<Parked>,
+    parked_now: AtomicUsize,
+    wake: Condvar,
+    stats: Arc<Stats>,
+    idle: Duration,
+    patrol: Duration,
+}
+
+/// Held while a request is served; its drop runs after the reply.
+pub struct Turn<'a> {
+    workers: &'a Workers,
+    pid: u32,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.workers.after_request(self.pid);
+    }
+}
+
+impl Workers {
+    pub fn new(threads: usize, stats: Arc<Stats>) -> Workers {
+        Workers::with_times(threads, stats, IDLE, PATROL)
+    }
+
+    fn with_times(threads: usize, stats: Arc<Stats>, idle: Duration, patrol: Duration) -> Workers {
+        Workers {
+            id: NEXT_POOL.fetch_add(1, Relaxed),
+            gate: threads > 1,
+            probe: OnceLock::new(),
+            next: AtomicUsize::new(0),
+            epoch: Instant::now(),
+            last_multi_us: AtomicU64::new(0),
+            last_pid: AtomicU32::new(0),
+            parked: Mutex::new(Parked::default()),
+            parked_now: AtomicUsize::new(0),
+            wake: Condvar::new(),
+            stats,
+            idle,
+            patrol,
+        }
+    }
+
+    /// Gives the pool the session's /dev/fuse descriptor to poll (a
+    /// duplicate; reading it is left to the session's threads).
+    pub fn watch(&self, session_fd: BorrowedFd<'_>) -> std::io::Result<()> {
+        let fd = session_fd.try_clone_to_owned()?;
+        let _ = self.probe.set(fd);
+        Ok(())
+    }
+
+    /// A request from process `pid` is being served by this thread.
+    pub fn turn(&self, pid: u32) -> Turn<'_> {
+        if self.gate {
+            if pid != 0 {
+                let prev = self.last_pid.swap(pid, Relaxed);
+                if prev != 0 && prev != pid {
+                    self.last_multi_us.store(self.now_us(), Relaxed);
+                }
+            }
+            let mut l = self.local();
+            if let Some(served) = l.pending_after.take() {
+                LOCAL.with(|c| c.set(l));
+                if served != pid && served != 0 && pid != 0 {
+                    Stats::inc(&self.stats.worker_backlogs);
+                    self.wake_one();
+                }
+            }
+        }
+        Turn { workers: self, pid }
+    }
+
+    /// This thread's state in this pool (an index on first use).
+    fn local(&self) -> Local {
+        LOCAL.with(|c| {
+            let l = c.get();
+            if l.pool == self.id {
+                return l;
+            }
+            let l = Local {
+                pool: self.id,
+                index: self.next.fetch_add(1, Relaxed),
+                pending_after: None,
+            };
+            c.set(l);
+            l
+        })
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    /// Is a request waiting for a reader?
+    fn pending(&self) -> bool {
+        let Some(fd) = self.probe.get() else {
+            return false;
+        };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, zero timeout.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        n == 1 && p.revents & libc::POLLIN != 0 && p.revents & libc::POLLERR == 0
+    }
+
+    fn after_request(&self, pid: u32) {
+        if !self.gate {
+            return;
+        }
+        let mut l = self.local();
+        if self.parked_now.load(Relaxed) > 0 && self.pending() {
+            l.pending_after = Some(pid);
+            LOCAL.with(|c| c.set(l));
+            return;
+        }
+        let quiet = self
+            .now_us()
+            .saturating_sub(self.last_multi_us.load(Relaxed));
+        if l.index > 0 && quiet >= self.idle.as_micros() as u64 {
+            self.park();
+        }
+    }
+
+    /// A request is about to wait (for a commit): let a spare read meanwhile.
+    pub fn before_wait(&self) {
+        if self.gate {
+            self.last_multi_us.store(self.now_us(), Relaxed);
+            self.wake_one();
+        }
+    }
+
+    fn wake_one(&self) {
+        if self.parked_now.load(Relaxed) == 0 {
+            return;
+        }
+        let mut p = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        if p.threads > p.tokens {
+            p.tokens += 1;
+            Stats::inc(&self.stats.worker_wakes);
+            self.wake.notify_one();
+        }
+    }
+
+    fn park(&self) {
+        let mut p = self.parked.lock().unwrap_or_else(|e| e.into_inner());
+        p.threads += 1;
+        assert!(
+            p.threads < self.next.load(Relaxed),
+            "every worker thread parked"
+        );
+        self.parked_now.store(p.threads, Relaxed);
+        Stats::set(&self.stats.workers_parked, p.threads as u64);
+        Stats::inc(&self.stats.worker_parks);
+        let deadline = Instant::now() + self.patrol;
+        while p.tokens == 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            p = self
+                .wake
+                .wait_timeout(p, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if p.tokens > 0 {
+            p.tokens -= 1;
+        }
+        p.threads -= 1;
+        self.parked_now.store(p.threads, Relaxed);
+        Stats::set(&self.stats.workers_parked, p.threads as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering::Relaxed;
+
+    #[test]
+    fn a_spare_parks_when_idle_and_a_wait_wakes_it() {
+        let stats = Arc::new(Stats::default());
+        // A patrol too long to end the park: only the wake-up can.
+        let w = Arc::new(Workers::with_times(
+            2,
+            stats.clone(),
+            IDLE,
+            Duration::from_secs(3600),
+        ));
+        // The first thread to serve a request is the one that never parks.
+        drop(w.turn(1));
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
+        let spare = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(IDLE);
+                drop(w.turn(1));
+            })
+        };
+        while stats.worker_parks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        w.before_wait();
+        spare.join().unwrap();
+        assert_eq!(stats.worker_parks.load(Relaxed), 1);
+        assert_eq!(stats.worker_wakes.load(Relaxed), 1);
+        assert_eq!(stats.workers_parked.load(Relaxed), 0);
+        assert_eq!(w.parked.lock().unwrap().tokens, 0, "the wake-up was taken");
+    }
+
+    #[test]
+    fn a_parked_spare_reads_again_after_its_patrol() {
+        let stats = Arc::new(Stats::default());
+        let w = Arc::new(Workers::new(2, stats.clone()));
+        drop(w.turn(1));
+        let w2 = w.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(IDLE);
+            drop(w2.turn(1));
+        })
+        .join()
+        .unwrap();
+        assert_eq!(stats.worker_parks.load(Relaxed), 1);
+        assert_eq!(stats.worker_wakes.load(Relaxed), 0);
+        assert_eq!(stats.workers_parked.load(Relaxed), 0);
+    }
+
+    /// A pipe stands in for /dev/fuse: a byte in it is a pending request.
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: fds has room for the two descriptors pipe() returns.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        use std::os::fd::FromRawFd;
+        // SAFETY: both descriptors were just opened and are owned here.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    fn park_a_spare(w: &Arc<Workers>, stats: &Stats) -> std::thread::JoinHandle<()> {
+        drop(w.turn(7));
+        let w2 = w.clone();
+        let spare = std::thread::spawn(move || {
+            std::thread::sleep(IDLE);
+            drop(w2.turn(7));
+        });
+        while stats.worker_parks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        spare
+    }
+
+    #[test]
+    fn another_caller_waiting_behind_a_request_wakes_a_parked_spare() {
+        use std::os::fd::AsFd;
+        let stats = Arc::new(Stats::default());
+        let w = Arc::new(Workers::with_times(
+            2,
+            stats.clone(),
+            IDLE,
+            Duration::from_secs(3600),
+        ));
+        let (rx, tx) = pipe();
+        w.watch(rx.as_fd()).unwrap();
+        let spare = park_a_spare(&w, &stats);
+        // Nothing pending after a request: the next one, from anyone, wakes
+        // nobody.
+        drop(w.turn(7));
+        drop(w.turn(8));
+        assert_eq!(stats.worker_wakes.load(Relaxed), 0);
+        // Pending after pid 7's request, and the next comes from pid 7:
+        // the same caller was only quick. Still nobody woken.
+        // SAFETY: writes one byte from a valid buffer to the pipe.
+        assert_eq!(
+            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
+            1
+        );
+        drop(w.turn(7));
+        drop(w.turn(7));
+        assert_eq!(stats.worker_wakes.load(Relaxed), 0);
+        assert_eq!(stats.worker_backlogs.load(Relaxed), 0);
+        // Pending after pid 7's, and the next is the kernel's own (pid 0).
+        drop(w.turn(0));
+        assert_eq!(stats.worker_wakes.load(Relaxed), 0);
+        // Pending after pid 7's, and pid 8 was waiting: backlog.
+        drop(w.turn(7));
+        drop(w.turn(8));
+        assert_eq!(stats.worker_backlogs.load(Relaxed), 1);
+        assert_eq!(stats.worker_wakes.load(Relaxed), 1);
+        spare.join().unwrap();
+        assert_eq!(stats.workers_parked.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn two_callers_keep_a_spare_reading() {
+        let stats = Arc::new(Stats::default());
+        let w = Arc::new(Workers::new(2, stats.clone()));
+        drop(w.turn(7));
+        let w2 = w.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(IDLE);
+            // Callers 7 and 8 in turn: the spare goes on reading.
+            for pid in [8, 7, 8, 7] {
+                drop(w2.turn(pid));
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn one_thread_never_parks() {
+        let stats = Arc::new(Stats::default());
+        let w = Workers::new(1, stats.clone());
+        for _ in 0..3 {
+            drop(w.turn(1));
+        }
+        w.before_wait();
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
+    }
+}

@@ -1,0 +1,100 @@
+//! Worker threads (crates/fuse/src/workers.rs): while one caller at a time
+//! sends requests, the spare worker parks and one thread reads them all;
+//! a second caller's request queued behind the first wakes it; a request
+//! that waits for a commit (fsync) wakes it so that others are served
+//! meanwhile.
+
+use crate::support::{stat_of, Mount};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Stats missing names in `dir` from this thread until the spare parks.
+fn serial_until_parked(m: &Mount, dir: &Path, n: &mut u64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for _ in 0..500 {
+            assert!(fs::metadata(dir.join(format!("miss-{n}"))).is_err());
+            *n += 1;
+        }
+        if stat_of(m, "workers_parked") == 1 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the spare never parked");
+    }
+}
+
+#[test]
+fn one_caller_leaves_the_spare_parked_and_a_second_wakes_it() {
+    let m = Mount::new("threads=2");
+    let dir = m.path("d");
+    fs::create_dir(&dir).unwrap();
+    let mut n = 0;
+    serial_until_parked(&m, &dir, &mut n);
+    // One caller: its requests never queue behind each other.
+    let wakes = stat_of(&m, "worker_wakes");
+    for _ in 0..5_000 {
+        assert!(fs::metadata(dir.join(format!("miss-{n}"))).is_err());
+        n += 1;
+    }
+    assert_eq!(stat_of(&m, "worker_backlogs"), 0);
+    assert_eq!(stat_of(&m, "worker_wakes"), wakes);
+
+    // Two callers at once: a request of one waits behind the other's.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (m, dir) = (&m, &dir);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while stat_of(m, "worker_backlogs") == 0 && Instant::now() < deadline {
+                    for _ in 0..500 {
+                        assert!(fs::metadata(dir.join(format!("par-{t}-{i}"))).is_err());
+                        i += 1;
+                    }
+                }
+            });
+        }
+    });
+    assert!(stat_of(&m, "worker_backlogs") > 0, "no backlog seen");
+    assert!(
+        stat_of(&m, "worker_wakes") > wakes,
+        "the spare was not woken"
+    );
+}
+
+#[test]
+fn a_request_waiting_for_a_commit_wakes_the_spare() {
+    let m = Mount::new("threads=2");
+    let dir = m.path("d");
+    fs::create_dir(&dir).unwrap();
+    let mut f = fs::File::create(dir.join("f")).unwrap();
+    let mut n = 0;
+    // A parked spare may be back reading for a moment (its patrol); try a
+    // few times.
+    for attempt in 0.. {
+        serial_until_parked(&m, &dir, &mut n);
+        let wakes = stat_of(&m, "worker_wakes");
+        f.write_all(b"x").unwrap();
+        f.sync_all().unwrap();
+        if stat_of(&m, "worker_wakes") > wakes {
+            break;
+        }
+        assert!(attempt < 20, "fsync never woke the parked spare");
+    }
+}
+
+#[test]
+fn one_thread_never_parks() {
+    let m = Mount::new("threads=1");
+    for i in 0..2_000 {
+        assert!(fs::metadata(m.path(&format!("miss-{i}"))).is_err());
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..100 {
+        assert!(fs::metadata(m.path(&format!("again-{i}"))).is_err());
+    }
+    assert_eq!(stat_of(&m, "worker_parks"), 0);
+    assert_eq!(stat_of(&m, "workers_parked"), 0);
+}
