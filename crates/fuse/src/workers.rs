@@ -263,29 +263,34 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering::Relaxed;
 
-    #[test]
-    fn a_spare_parks_when_idle_and_a_wait_wakes_it() {
+    /// Two workers whose patrol is too long to end a park: only a wake-up
+    /// can.
+    fn patient() -> (Arc<Stats>, Arc<Workers>) {
         let stats = Arc::new(Stats::default());
-        // A patrol too long to end the park: only the wake-up can.
-        let w = Arc::new(Workers::with_times(
-            2,
-            stats.clone(),
-            IDLE,
-            Duration::from_secs(3600),
-        ));
-        // The first thread to serve a request is the one that never parks.
-        drop(w.turn(1));
+        let w = Workers::with_times(2, stats.clone(), IDLE, Duration::from_secs(3600));
+        (stats, Arc::new(w))
+    }
+
+    /// Serves a request on this thread (the one that never parks), then
+    /// one on a spare after `IDLE`; returns once the spare has parked.
+    fn park_a_spare(w: &Arc<Workers>, stats: &Stats) -> std::thread::JoinHandle<()> {
+        drop(w.turn(7));
         assert_eq!(stats.worker_parks.load(Relaxed), 0);
-        let spare = {
-            let w = w.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(IDLE);
-                drop(w.turn(1));
-            })
-        };
+        let w2 = w.clone();
+        let spare = std::thread::spawn(move || {
+            std::thread::sleep(IDLE);
+            drop(w2.turn(7));
+        });
         while stats.worker_parks.load(Relaxed) == 0 {
             std::thread::yield_now();
         }
+        spare
+    }
+
+    #[test]
+    fn a_spare_parks_when_idle_and_a_wait_wakes_it() {
+        let (stats, w) = patient();
+        let spare = park_a_spare(&w, &stats);
         w.before_wait();
         spare.join().unwrap();
         assert_eq!(stats.worker_parks.load(Relaxed), 1);
@@ -298,14 +303,8 @@ mod tests {
     fn a_parked_spare_reads_again_after_its_patrol() {
         let stats = Arc::new(Stats::default());
         let w = Arc::new(Workers::new(2, stats.clone()));
-        drop(w.turn(1));
-        let w2 = w.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(IDLE);
-            drop(w2.turn(1));
-        })
-        .join()
-        .unwrap();
+        // Nobody wakes it: the join returns once its patrol has passed.
+        park_a_spare(&w, &stats).join().unwrap();
         assert_eq!(stats.worker_parks.load(Relaxed), 1);
         assert_eq!(stats.worker_wakes.load(Relaxed), 0);
         assert_eq!(stats.workers_parked.load(Relaxed), 0);
@@ -321,29 +320,10 @@ mod tests {
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
     }
 
-    fn park_a_spare(w: &Arc<Workers>, stats: &Stats) -> std::thread::JoinHandle<()> {
-        drop(w.turn(7));
-        let w2 = w.clone();
-        let spare = std::thread::spawn(move || {
-            std::thread::sleep(IDLE);
-            drop(w2.turn(7));
-        });
-        while stats.worker_parks.load(Relaxed) == 0 {
-            std::thread::yield_now();
-        }
-        spare
-    }
-
     #[test]
     fn another_caller_waiting_behind_a_request_wakes_a_parked_spare() {
         use std::os::fd::AsFd;
-        let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::with_times(
-            2,
-            stats.clone(),
-            IDLE,
-            Duration::from_secs(3600),
-        ));
+        let (stats, w) = patient();
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         let spare = park_a_spare(&w, &stats);
