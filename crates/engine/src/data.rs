@@ -423,8 +423,12 @@ impl Engine {
                 Stats::inc(&self.stats.writer_apply_waits);
             }
         }
-        let n = self.lock()?.write(ino, offset, data)?;
-        self.throttle()?;
+        let (n, over) = {
+            let mut s = self.lock()?;
+            let n = s.write(ino, offset, data)?;
+            (n, s.over_dirty_bytes())
+        };
+        self.throttle(over)?;
         Ok(n)
     }
 

@@ -659,12 +659,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Pushes back on a writer while dirty data is over its bound.
-    pub(crate) fn throttle(&self) -> Result<()> {
-        let over = {
-            let s = self.lock_state()?;
-            s.dirty.dirty_bytes() > s.dirty_bytes_max
-        };
+    /// Pushes back on a writer whose operation left dirty data over its
+    /// bound (`over`, read under the lock the operation held, so that a
+    /// write takes the state lock once).
+    pub(crate) fn throttle(&self, over: bool) -> Result<()> {
         if over {
             Stats::inc(&self.stats.writer_throttles);
             self.before_wait();

@@ -81,6 +81,12 @@ stats! {
     store_scans,
     // engine
     engine_stopped,
+    // the state lock (fs.rs): acquisitions, how many found it held, and
+    // how long those waited
+    state_locks,
+    state_lock_waits,
+    state_lock_wait_ns,
+    state_lock_wait_max_ns,
     // kernel negative dentries (adapter)
     kernel_negative_budget,
     kernel_negative_tracked,
