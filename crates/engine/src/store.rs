@@ -82,6 +82,11 @@ pub trait KvStore: Send + Sync {
 /// Name of the fjall database directory inside a store directory.
 pub const DB_DIR: &str = "db";
 
+/// Bytes of fjall's memtable before it is written out as a table: what a
+/// mount after a crash replays from the journal is at most about this much
+/// (docs/design.md §7). Set when the store is made.
+pub const MEMTABLE_BYTES: u64 = 8 << 20;
+
 /// The embedded default: one fjall keyspace holding every record.
 pub struct FjallStore {
     db: fjall::Database,
@@ -117,7 +122,9 @@ impl FjallStore {
             .open()
             .map_err(fjall_err)?;
         let ks = db
-            .keyspace("meta", fjall::KeyspaceCreateOptions::default)
+            .keyspace("meta", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+            })
             .map_err(fjall_err)?;
         Ok(FjallStore { db, ks })
     }
