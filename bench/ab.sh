@@ -21,7 +21,7 @@ for round in $(seq "$R"); do
     mkdir "$w/mnt/b"
     r=$(cd "$w/mnt/b" && PATH="$T:$PATH" "$@" 2>&1 | grep -E "${KEY:-.}" | tr '\n' ' ')
     s=$("$T/churnfs" stats "$w/mnt" 2>/dev/null \
-      | grep -E "^(commits|commit_max_us|commit_locked_max_us|commit_apply_max_us|truncate_batches|truncate_batch_max_us) " \
+      | grep -E "^(commits|commit_max_us|commit_locked_max_us|commit_apply_max_us|truncate_batches|truncate_batch_max_us|worker_spin_hits|worker_spin_misses) " \
       | tr '\n' ' ')
     echo "round $round [$side $T $O]: $r | $s"
     fusermount3 -u "$w/mnt"

@@ -43,6 +43,10 @@ pub struct SuiteArgs {
     /// Skip the PNG plots.
     #[arg(long)]
     no_plots: bool,
+    /// W1's file counts instead of the size's, comma-separated (for a peer
+    /// that cannot hold the size's largest N, e.g. 1000,5000).
+    #[arg(long, value_delimiter = ',')]
+    w1_ns: Option<Vec<u64>>,
 }
 
 /// What a target is, for the reasons a workload cannot run on it.
@@ -495,8 +499,14 @@ pub fn main(a: SuiteArgs) -> ExitCode {
 }
 
 fn suite(a: SuiteArgs) -> Result<ExitCode, String> {
-    let size = Size::get(&a.size)
+    let mut size = Size::get(&a.size)
         .ok_or_else(|| format!("unknown size '{}' (tiny, quick, reference, long)", a.size))?;
+    if let Some(ns) = &a.w1_ns {
+        if ns.is_empty() || ns.contains(&0) || !ns.windows(2).all(|w| w[0] < w[1]) {
+            return Err("--w1-ns: give file counts above 0 in increasing order".into());
+        }
+        size.w1_ns = ns.clone();
+    }
     let target_names: Vec<&str> = TARGETS.iter().map(|(n, _)| *n).collect();
     let targets = split_list(&a.targets, &target_names).map_err(|e| format!("targets: {e}"))?;
     let workloads = split_list(&a.workloads, WORKLOADS).map_err(|e| format!("workloads: {e}"))?;

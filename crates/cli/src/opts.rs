@@ -20,6 +20,9 @@ Mount options (-o key=value,...; defaults in brackets):
   kernel_negative_max=N    negative dentries the kernel may keep for this mount;
                            beyond it the oldest are invalidated (0: no limit) [10000]
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
+  spin_us=N                while one process at a time sends requests, how long the
+                           serving thread polls for the next one before it sleeps
+                           (0: never; at most 1000) [50]
   writeback_cache=0|1      kernel writeback cache [0]
   allow_other              let every user reach the mount
   permissions=auto|kernel|daemon
@@ -66,6 +69,7 @@ impl MountOpts {
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
                 "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
+                "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
                 "allow_other" if v.is_none() => o.adapter.allow_other = true,
                 "permissions" => {
@@ -107,12 +111,13 @@ mod tests {
     fn parses_known_and_refuses_unknown() {
         let o = MountOpts::parse(&[
             "commit_interval_ms=100,allow_other".into(),
-            "threads=3".into(),
+            "threads=3,spin_us=20".into(),
         ])
         .unwrap();
         assert_eq!(o.engine.commit_interval_ms, 100);
         assert!(o.adapter.allow_other);
         assert_eq!(o.adapter.threads, 3);
+        assert_eq!(o.adapter.spin, Duration::from_micros(20));
         assert!(matches!(
             MountOpts::parse(&["bogus=1".into()]),
             Err(CliError::UnknownOption(_))

@@ -98,6 +98,8 @@ stats! {
     worker_parks,
     worker_wakes,
     worker_backlogs,
+    worker_spin_hits,
+    worker_spin_misses,
     // permission checks in the daemon (adapter)
     perm_checks,
     perm_denied,

@@ -50,6 +50,9 @@ pub struct AdapterConfig {
     pub writeback_cache: bool,
     /// Worker threads, each reading its own cloned /dev/fuse descriptor.
     pub threads: usize,
+    /// While one caller at a time is served, how long the serving thread
+    /// polls for its next request after a reply (workers.rs; zero: never).
+    pub spin: Duration,
     /// Let every user reach the mount (`allow_other`).
     pub allow_other: bool,
     /// Who checks permissions. When the kernel does, the daemon also asks
@@ -76,6 +79,7 @@ impl Default for AdapterConfig {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            spin: Duration::from_micros(50),
             allow_other: false,
             permissions: Permissions::Auto,
             xattrs: false,
@@ -182,7 +186,7 @@ impl Adapter {
         let stats = engine.stats_handle();
         let negatives = Arc::new(KernelNegatives::new(cfg.kernel_negative_max, stats.clone()));
         let checks = cfg.daemon_checks();
-        let workers = Arc::new(Workers::new(cfg.threads.max(1), stats.clone()));
+        let workers = Arc::new(Workers::new(cfg.threads.max(1), cfg.spin, stats.clone()));
         let w = workers.clone();
         engine.on_wait(Box::new(move || w.before_wait()));
         Adapter {

@@ -28,8 +28,21 @@
 //!   (fsync, push-back, a store write in flight): a parked spare is woken
 //!   so that other callers are served meanwhile.
 //!
-//! Bound: at most `threads - 1` parked; gauge `workers_parked`, counters
-//! `worker_parks`, `worker_wakes`, `worker_backlogs`.
+//! - Spinning for a lone caller's next request: while one caller at a time
+//!   is served, the first thread (which never parks), after a reply,
+//!   polls for the next request for up to `spin` (`-o spin_us`) before it
+//!   goes back to sleep in read. A caller that sends its next request
+//!   within that time then finds the thread awake: no wake-up of a thread
+//!   on an idle CPU (on a VM, an interrupt to a halted vCPU;
+//!   docs/design.md, "Worker threads"). A spin that catches nothing makes
+//!   the thread skip spinning for the next `SPIN_BACKOFF_MIN` requests,
+//!   doubling up to `SPIN_BACKOFF_MAX` while spins keep missing, so a
+//!   caller that pauses between requests costs at most one spin per that
+//!   many requests.
+//!
+//! Bound: at most `threads - 1` parked, at most one thread spinning;
+//! gauge `workers_parked`, counters `worker_parks`, `worker_wakes`,
+//! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`.
 
 use churnfs_engine::stats::Stats;
 use std::cell::Cell;
@@ -42,6 +55,10 @@ use std::time::{Duration, Instant};
 const IDLE: Duration = Duration::from_millis(10);
 /// How long a parked spare waits before it reads again on its own.
 const PATROL: Duration = Duration::from_millis(50);
+/// Requests without a spin after a spin that caught nothing, doubling
+/// while spins keep missing.
+const SPIN_BACKOFF_MIN: u32 = 8;
+const SPIN_BACKOFF_MAX: u32 = 1024;
 
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
 
@@ -51,6 +68,10 @@ struct Local {
     index: usize,
     /// A request was pending when this thread had served `pid`'s.
     pending_after: Option<u32>,
+    /// Requests left to serve before this thread spins again, and the
+    /// current back-off.
+    spin_skip: u32,
+    spin_backoff: u32,
 }
 
 thread_local! {
@@ -59,6 +80,8 @@ thread_local! {
             pool: 0,
             index: 0,
             pending_after: None,
+            spin_skip: 0,
+            spin_backoff: 0,
         })
     };
 }
@@ -87,6 +110,8 @@ pub struct Workers {
     stats: Arc<Stats>,
     idle: Duration,
     patrol: Duration,
+    /// Longest spin for a lone caller's next request (zero: none).
+    spin: Duration,
 }
 
 /// Held while a request is served; its drop runs after the reply.
@@ -102,8 +127,10 @@ impl Drop for Turn<'_> {
 }
 
 impl Workers {
-    pub fn new(threads: usize, stats: Arc<Stats>) -> Workers {
-        Workers::with_times(threads, stats, IDLE, PATROL)
+    pub fn new(threads: usize, spin: Duration, stats: Arc<Stats>) -> Workers {
+        let mut w = Workers::with_times(threads, stats, IDLE, PATROL);
+        w.spin = spin;
+        w
     }
 
     fn with_times(threads: usize, stats: Arc<Stats>, idle: Duration, patrol: Duration) -> Workers {
@@ -121,6 +148,7 @@ impl Workers {
             stats,
             idle,
             patrol,
+            spin: Duration::ZERO,
         }
     }
 
@@ -164,6 +192,8 @@ impl Workers {
                 pool: self.id,
                 index: self.next.fetch_add(1, Relaxed),
                 pending_after: None,
+                spin_skip: 0,
+                spin_backoff: 0,
             };
             c.set(l);
             l
@@ -202,9 +232,38 @@ impl Workers {
         let quiet = self
             .now_us()
             .saturating_sub(self.last_multi_us.load(Relaxed));
-        if l.index > 0 && quiet >= self.idle.as_micros() as u64 {
-            self.park();
+        if quiet < self.idle.as_micros() as u64 {
+            return;
         }
+        if l.index > 0 {
+            self.park();
+        } else if !self.spin.is_zero() {
+            self.spin_for_next(&mut l);
+            LOCAL.with(|c| c.set(l));
+        }
+    }
+
+    /// Polls for the next request for up to `spin`, unless backing off.
+    fn spin_for_next(&self, l: &mut Local) {
+        if l.spin_skip > 0 {
+            l.spin_skip -= 1;
+            return;
+        }
+        let start = Instant::now();
+        loop {
+            if self.pending() {
+                Stats::inc(&self.stats.worker_spin_hits);
+                l.spin_backoff = 0;
+                return;
+            }
+            if start.elapsed() >= self.spin {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        Stats::inc(&self.stats.worker_spin_misses);
+        l.spin_backoff = (l.spin_backoff * 2).clamp(SPIN_BACKOFF_MIN, SPIN_BACKOFF_MAX);
+        l.spin_skip = l.spin_backoff;
     }
 
     /// A request is about to wait (for a commit): let a spare read meanwhile.
@@ -302,7 +361,7 @@ mod tests {
     #[test]
     fn a_parked_spare_reads_again_after_its_patrol() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, stats.clone()));
+        let w = Arc::new(Workers::new(2, Duration::ZERO, stats.clone()));
         // Nobody wakes it: the join returns once its patrol has passed.
         park_a_spare(&w, &stats).join().unwrap();
         assert_eq!(stats.worker_parks.load(Relaxed), 1);
@@ -358,7 +417,7 @@ mod tests {
     #[test]
     fn two_callers_keep_a_spare_reading() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, stats.clone()));
+        let w = Arc::new(Workers::new(2, Duration::ZERO, stats.clone()));
         drop(w.turn(7));
         let w2 = w.clone();
         std::thread::spawn(move || {
@@ -373,10 +432,79 @@ mod tests {
         assert_eq!(stats.worker_parks.load(Relaxed), 0);
     }
 
+    /// A pool of two whose first thread spins for up to `spin`, watching a
+    /// pipe that stands in for /dev/fuse.
+    fn spinning(spin: Duration) -> (Arc<Stats>, Workers, OwnedFd, OwnedFd) {
+        use std::os::fd::AsFd;
+        let stats = Arc::new(Stats::default());
+        let w = Workers::new(2, spin, stats.clone());
+        let (rx, tx) = pipe();
+        w.watch(rx.as_fd()).unwrap();
+        // A new pool has seen no caller for less than IDLE.
+        std::thread::sleep(IDLE);
+        (stats, w, rx, tx)
+    }
+
+    #[test]
+    fn a_lone_callers_thread_spins_until_its_next_request_is_pending() {
+        // A spin of an hour ends only because a request is pending.
+        let (stats, w, _rx, tx) = spinning(Duration::from_secs(3600));
+        // SAFETY: writes one byte from a valid buffer to the pipe.
+        assert_eq!(
+            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
+            1
+        );
+        drop(w.turn(7));
+        drop(w.turn(7));
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 2);
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_spin_that_catches_nothing_backs_off() {
+        let (stats, w, _rx, _tx) = spinning(Duration::from_millis(1));
+        drop(w.turn(7));
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 1);
+        for _ in 0..SPIN_BACKOFF_MIN {
+            drop(w.turn(7));
+        }
+        assert_eq!(
+            stats.worker_spin_misses.load(Relaxed),
+            1,
+            "no spin while backing off"
+        );
+        drop(w.turn(7));
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 2);
+        // The back-off doubled: the next 2 × MIN requests do not spin.
+        for _ in 0..2 * SPIN_BACKOFF_MIN {
+            drop(w.turn(7));
+        }
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 2);
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn two_callers_are_not_spun_for() {
+        // A request always pending: every spin would catch one at once.
+        let (stats, w, _rx, tx) = spinning(Duration::from_secs(3600));
+        // SAFETY: writes one byte from a valid buffer to the pipe.
+        assert_eq!(
+            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
+            1
+        );
+        drop(w.turn(7));
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 1, "one caller so far");
+        for pid in [8, 7, 8] {
+            drop(w.turn(pid));
+        }
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 1);
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 0);
+    }
+
     #[test]
     fn one_thread_never_parks() {
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, stats.clone());
+        let w = Workers::new(1, Duration::ZERO, stats.clone());
         for _ in 0..3 {
             drop(w.turn(1));
         }
