@@ -71,6 +71,7 @@ pub const TARGETS: &[(&str, Kind)] = &[
     ("fuse2fs", Kind::Fuse),
     ("juicefs", Kind::Fuse),
     ("floor", Kind::Floor),
+    ("floor-spin", Kind::Floor),
 ];
 
 pub fn kind_of(target: &str) -> Kind {

@@ -1,8 +1,13 @@
-//! `churnfs-bench-floor MOUNTPOINT`: the W7 floor, a FUSE server that answers
-//! every request at once from constants. The root holds one file, `exists`.
-//! Every answer has a zero TTL and a missing name gets a plain ENOENT (no
-//! negative entry), so each stat() is a full round trip to this process: what
-//! FUSE itself costs, with no filesystem behind it.
+//! `churnfs-bench-floor MOUNTPOINT [SPIN_US]`: the W7 floor, a FUSE server
+//! that answers every request at once from constants. The root holds one
+//! file, `exists`. Every answer has a zero TTL and a missing name gets a
+//! plain ENOENT (no negative entry), so each stat() is a full round trip to
+//! this process: what FUSE itself costs, with no filesystem behind it.
+//!
+//! With SPIN_US (target `floor-spin`), after each reply the thread polls its
+//! /dev/fuse descriptor for up to that many microseconds before it goes
+//! back to the blocking read, as churnfs does for a lone caller: the floor
+//! of a server that avoids the wake-up on the request side.
 //!
 //! Runs in the foreground until unmounted (`fusermount3 -u MOUNTPOINT`).
 
@@ -11,7 +16,9 @@ use fuser::{
     ReplyDirectory, ReplyEntry, Request,
 };
 use std::ffi::OsStr;
-use std::time::{Duration, UNIX_EPOCH};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 const ZERO: Duration = Duration::ZERO;
 const FILE_INO: INodeNo = INodeNo(2);
@@ -38,7 +45,34 @@ fn attr(ino: INodeNo, kind: FileType) -> FileAttr {
     }
 }
 
-struct Floor;
+struct Floor {
+    /// How long to poll for the next request after a reply (zero: never).
+    spin: Duration,
+    /// A duplicate of the session's descriptor, to poll.
+    probe: Arc<OnceLock<OwnedFd>>,
+}
+
+impl Floor {
+    /// Polls for a pending request for up to `spin`.
+    fn spin(&self) {
+        let Some(fd) = self.probe.get().filter(|_| !self.spin.is_zero()) else {
+            return;
+        };
+        let start = Instant::now();
+        while start.elapsed() < self.spin {
+            let mut p = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, zero timeout.
+            if unsafe { libc::poll(&mut p, 1, 0) } != 0 {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
 
 impl Filesystem for Floor {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
@@ -51,6 +85,7 @@ impl Filesystem for Floor {
         } else {
             reply.error(Errno::ENOENT);
         }
+        self.spin();
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -59,6 +94,7 @@ impl Filesystem for Floor {
             FILE_INO => reply.attr(&ZERO, &attr(ino, FileType::RegularFile)),
             _ => reply.error(Errno::ENOENT),
         }
+        self.spin();
     }
 
     fn readdir(
@@ -88,16 +124,33 @@ impl Filesystem for Floor {
 }
 
 fn main() -> std::process::ExitCode {
+    let usage = || {
+        eprintln!("usage: churnfs-bench-floor MOUNTPOINT [SPIN_US]");
+        std::process::ExitCode::from(2)
+    };
     let Some(mnt) = std::env::args_os().nth(1) else {
-        eprintln!("usage: churnfs-bench-floor MOUNTPOINT");
-        return std::process::ExitCode::from(2);
+        return usage();
+    };
+    let spin_us = match std::env::args().nth(2).map(|v| v.parse::<u64>()) {
+        None => 0,
+        Some(Ok(us)) => us,
+        Some(Err(_)) => return usage(),
     };
     let mut cfg = Config::default();
     cfg.mount_options = vec![
         MountOption::FSName("churnfs-bench-floor".into()),
         MountOption::Subtype("floor".into()),
     ];
-    if let Err(e) = fuser::mount(Floor, &mnt, &cfg) {
+    let probe = Arc::new(OnceLock::new());
+    let floor = Floor {
+        spin: Duration::from_micros(spin_us),
+        probe: probe.clone(),
+    };
+    let served = fuser::Session::new(floor, &mnt, &cfg).and_then(|session| {
+        let _ = probe.set(session.as_fd().try_clone_to_owned()?);
+        session.run()
+    });
+    if let Err(e) = served {
         eprintln!("churnfs-bench-floor: {e}");
         return std::process::ExitCode::FAILURE;
     }
