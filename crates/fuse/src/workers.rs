@@ -379,6 +379,15 @@ mod tests {
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
     }
 
+    /// Puts a byte in the pipe: from then on a request is pending.
+    fn make_pending(tx: &OwnedFd) {
+        // SAFETY: writes one byte from a valid buffer to the pipe.
+        assert_eq!(
+            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
+            1
+        );
+    }
+
     #[test]
     fn another_caller_waiting_behind_a_request_wakes_a_parked_spare() {
         use std::os::fd::AsFd;
@@ -393,11 +402,7 @@ mod tests {
         assert_eq!(stats.worker_wakes.load(Relaxed), 0);
         // Pending after pid 7's request, and the next comes from pid 7:
         // the same caller was only quick. Still nobody woken.
-        // SAFETY: writes one byte from a valid buffer to the pipe.
-        assert_eq!(
-            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
-            1
-        );
+        make_pending(&tx);
         drop(w.turn(7));
         drop(w.turn(7));
         assert_eq!(stats.worker_wakes.load(Relaxed), 0);
@@ -449,11 +454,7 @@ mod tests {
     fn a_lone_callers_thread_spins_until_its_next_request_is_pending() {
         // A spin of an hour ends only because a request is pending.
         let (stats, w, _rx, tx) = spinning(Duration::from_secs(3600));
-        // SAFETY: writes one byte from a valid buffer to the pipe.
-        assert_eq!(
-            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
-            1
-        );
+        make_pending(&tx);
         drop(w.turn(7));
         drop(w.turn(7));
         assert_eq!(stats.worker_spin_hits.load(Relaxed), 2);
@@ -487,11 +488,7 @@ mod tests {
     fn two_callers_are_not_spun_for() {
         // A request always pending: every spin would catch one at once.
         let (stats, w, _rx, tx) = spinning(Duration::from_secs(3600));
-        // SAFETY: writes one byte from a valid buffer to the pipe.
-        assert_eq!(
-            unsafe { libc::write(tx.as_raw_fd(), b"x".as_ptr().cast(), 1) },
-            1
-        );
+        make_pending(&tx);
         drop(w.turn(7));
         assert_eq!(stats.worker_spin_hits.load(Relaxed), 1, "one caller so far");
         for pid in [8, 7, 8] {
