@@ -425,6 +425,8 @@ pub fn all(dir: &Path, meta: &Meta, records: &[Record]) -> Result<Vec<(String, S
             vec![
                 ("missing_per_s", "missing name"),
                 ("existing_per_s", "existing file"),
+                ("fresh_missing_per_s", "first miss, first 5,000 names"),
+                ("first_missing_per_s", "first miss, steady"),
             ],
             true,
             "w7-stat.png",

@@ -215,6 +215,11 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("missing_us", "µs per missing stat", Low),
             col("existing_us", "µs per existing stat", Low),
             col(
+                "fresh_missing_us",
+                "µs per first miss, first 5,000 names",
+                Low,
+            ),
+            col(
                 "first_missing_us",
                 "µs per first miss (new name each call)",
                 Low,

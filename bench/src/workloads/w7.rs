@@ -2,11 +2,20 @@
 //! does, each in a loop for a fixed time; operations per second. Then stat()
 //! of a new missing name each time (`first_missing`): every call is a first
 //! miss, which no negative cache can answer.
+//!
+//! Two figures for first misses: `fresh_missing_us`, the first
+//! `FRESH_NAMES` new names after the mount (fewer than churnfs's default
+//! budget of kernel negative dentries, so none is invalidated to make room),
+//! and `first_missing_us`, new names for `secs`, past any such budget (on
+//! churnfs every miss then also costs one invalidation; docs/design.md §9).
 
 use crate::util::{self, cstr, Out};
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// New names looked up once each before the timed stream of first misses.
+const FRESH_NAMES: usize = 5_000;
 
 pub struct Args {
     pub dir: PathBuf,
@@ -97,6 +106,22 @@ pub fn run(a: Args) -> Result<Out, String> {
         out.num(format!("{label}_per_s"), calls as f64 / secs);
         out.num(format!("{label}_us"), secs * 1e6 / calls as f64);
     }
+    let fresh: Vec<_> = (0..FRESH_NAMES)
+        .map(|i| cstr(&a.dir.join(format!("w7-fresh-{i}"))))
+        .collect();
+    // SAFETY: an all-zero stat is a valid buffer for stat() to fill.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let t = Instant::now();
+    for p in &fresh {
+        // SAFETY: p is a valid C string and st a valid buffer.
+        let r = unsafe { libc::stat(p.as_ptr(), &mut st) };
+        if r == 0 || util::last_errno() != libc::ENOENT {
+            return Err(format!("stat of {p:?} did not answer ENOENT"));
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    out.num("fresh_missing_per_s", FRESH_NAMES as f64 / secs);
+    out.num("fresh_missing_us", secs * 1e6 / FRESH_NAMES as f64);
     let (warm, _, _) = spin(&Target::New(&a.dir, 0), 0.05, true);
     let (calls, secs, wrong) = spin(&Target::New(&a.dir, warm), a.secs, true);
     if wrong > 0 {

@@ -40,6 +40,9 @@
 //!   caller that pauses between requests costs at most one spin per that
 //!   many requests.
 //!
+//!   With one thread (`-o threads=1`) there is no spare to park, and that
+//!   thread spins after every reply, whoever sent it.
+//!
 //! Bound: at most `threads - 1` parked, at most one thread spinning;
 //! gauge `workers_parked`, counters `worker_parks`, `worker_wakes`,
 //! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`.
@@ -220,10 +223,16 @@ impl Workers {
     }
 
     fn after_request(&self, pid: u32) {
+        let mut l = self.local();
         if !self.gate {
+            // The only thread: nobody parks, and it spins for whoever
+            // sends next (a request already pending ends the spin at once).
+            if !self.spin.is_zero() {
+                self.spin_for_next(&mut l);
+                LOCAL.with(|c| c.set(l));
+            }
             return;
         }
-        let mut l = self.local();
         if self.parked_now.load(Relaxed) > 0 && self.pending() {
             l.pending_after = Some(pid);
             LOCAL.with(|c| c.set(l));
@@ -496,6 +505,23 @@ mod tests {
         }
         assert_eq!(stats.worker_spin_hits.load(Relaxed), 1);
         assert_eq!(stats.worker_spin_misses.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_lone_thread_spins_too() {
+        use std::os::fd::AsFd;
+        let stats = Arc::new(Stats::default());
+        let w = Workers::new(1, Duration::from_secs(3600), stats.clone());
+        let (rx, tx) = pipe();
+        w.watch(rx.as_fd()).unwrap();
+        // A spin of an hour ends only because a request is pending, from
+        // whichever caller.
+        make_pending(&tx);
+        for pid in [7, 8, 7] {
+            drop(w.turn(pid));
+        }
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 3);
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
     }
 
     #[test]
