@@ -22,7 +22,8 @@ Mount options (-o key=value,...; defaults in brackets):
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
   spin_us=N                while one process at a time sends requests, how long the
                            serving thread polls for the next one before it sleeps
-                           (0: never; at most 1000) [50]
+                           (with threads=1, after every request; 0: never;
+                           at most 1000) [50]
   writeback_cache=0|1      kernel writeback cache [0]
   allow_other              let every user reach the mount
   permissions=auto|kernel|daemon
