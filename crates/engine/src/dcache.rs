@@ -3,7 +3,8 @@
 //! Three tables:
 //! - `positive`: clean names known to exist on the store, LRU, `positive_max`;
 //! - `negative`: clean names known to be absent from the store, LRU, with its
-//!   own bound `negative_max`; at the bound the oldest entry is recycled;
+//!   own bound `negative_max`; at the bound the oldest entry is recycled
+//!   (the table reuses its node and the next key its buffer: no allocation);
 //! - `pending`: names changed since the last commit, with their final state
 //!   (`Some` = exists, `None` = removed) and whether the store holds the name.
 //!   Pending names are pinned until the journal writes them; the journal
@@ -19,10 +20,12 @@
 //!
 //! Locking: guarded by the engine's state lock.
 
+use crate::format::NAME_MAX;
 use crate::stats::Stats;
 use crate::types::{FileKind, Ino};
 use lru::LruCache;
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::ops::Bound;
 
 pub type Child = (Ino, FileKind);
@@ -46,82 +49,156 @@ pub enum Known {
 
 type Name = Vec<u8>;
 
+/// A clean table's key: the parent's number (8 bytes) then the name. One
+/// flat byte string, so that a lookup borrows a key built on the stack and
+/// allocates nothing.
+type Flat = Vec<u8>;
+
+/// Calls `f` with the flat key of `parent/name`, built on the stack.
+fn with_flat<R>(parent: Ino, name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
+    if name.len() > NAME_MAX {
+        // Refused before it gets here; still correct, just not on the stack.
+        let mut v = parent.0.to_be_bytes().to_vec();
+        v.extend_from_slice(name);
+        return f(&v);
+    }
+    let mut buf = [0u8; 8 + NAME_MAX];
+    buf[..8].copy_from_slice(&parent.0.to_be_bytes());
+    buf[8..8 + name.len()].copy_from_slice(name);
+    f(&buf[..8 + name.len()])
+}
+
+/// An LRU table that holds at most `cap` entries and evicts (reusing the
+/// evicted node) at the bound, with a hash map that grows as entries come
+/// (`LruCache::new` would allocate room for `cap` at mount).
+fn bounded<V>(cap: NonZeroUsize) -> LruCache<Flat, V> {
+    let mut t = LruCache::unbounded();
+    t.resize(cap);
+    t
+}
+
 pub struct DCache {
-    positive: LruCache<(Ino, Name), Child>,
-    negative: LruCache<(Ino, Name), ()>,
+    positive: LruCache<Flat, Child>,
+    negative: LruCache<Flat, ()>,
     pending: BTreeMap<(Ino, u64, Name), Pending>,
     positive_max: usize,
     negative_max: usize,
+    /// The key of the last entry pushed out of a full table, reused for the
+    /// next key made: at the bound, an insert allocates nothing (the table
+    /// reuses the evicted entry's node, and this its key's buffer).
+    spare: Flat,
 }
 
 impl DCache {
     pub fn new(positive_max: usize, negative_max: usize) -> DCache {
-        assert!(positive_max > 0, "positive dentry bound must be positive");
+        let positive_cap =
+            NonZeroUsize::new(positive_max).expect("positive dentry bound must be positive");
         DCache {
-            positive: LruCache::unbounded(),
-            negative: LruCache::unbounded(),
+            positive: bounded(positive_cap),
+            // A bound of zero keeps no negative entries (`put_clean`).
+            negative: bounded(NonZeroUsize::new(negative_max).unwrap_or(NonZeroUsize::MIN)),
             pending: BTreeMap::new(),
             positive_max,
             negative_max,
+            spare: Vec::new(),
         }
     }
 
+    /// An owned flat key for `parent/name`, in the spare buffer if there is one.
+    fn flat(&mut self, parent: Ino, name: &[u8]) -> Flat {
+        let mut k = std::mem::take(&mut self.spare);
+        k.clear();
+        k.extend_from_slice(&parent.0.to_be_bytes());
+        k.extend_from_slice(name);
+        k
+    }
+
     pub fn lookup(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) -> Known {
-        let key = (parent, name.to_vec());
-        if let Some(p) = self.pending.get(&(parent, hash, key.1.clone())) {
+        // Pending names of this (parent, hash), without building a key.
+        let lo = (parent, hash, Vec::new());
+        let pending = self
+            .pending
+            .range((Bound::Included(lo), Bound::Unbounded))
+            .take_while(|((d, h, _), _)| *d == parent && *h == hash)
+            .find(|((_, _, n), _)| n.as_slice() == name)
+            .map(|(_, p)| *p);
+        if let Some(p) = pending {
             Stats::inc(&stats.dcache_hits);
             return Known::Yes {
                 child: p.child,
                 stored: p.stored,
             };
         }
-        if let Some(c) = self.positive.get(&key) {
-            Stats::inc(&stats.dcache_hits);
-            return Known::Yes {
-                child: Some(*c),
-                stored: true,
-            };
+        let (positive, negative) = (&mut self.positive, &mut self.negative);
+        let known = with_flat(parent, name, |k| {
+            if let Some(c) = positive.get(k) {
+                return Some(Some(*c));
+            }
+            negative.get(k).map(|()| None)
+        });
+        match known {
+            Some(Some(c)) => {
+                Stats::inc(&stats.dcache_hits);
+                Known::Yes {
+                    child: Some(c),
+                    stored: true,
+                }
+            }
+            Some(None) => {
+                Stats::inc(&stats.dcache_negative_hits);
+                Known::Yes {
+                    child: None,
+                    stored: false,
+                }
+            }
+            None => {
+                Stats::inc(&stats.dcache_misses);
+                Known::Unknown
+            }
         }
-        if self.negative.get(&key).is_some() {
-            Stats::inc(&stats.dcache_negative_hits);
-            return Known::Yes {
-                child: None,
-                stored: false,
-            };
-        }
-        Stats::inc(&stats.dcache_misses);
-        Known::Unknown
     }
 
     /// Records what the store said about a name that was not cached.
     pub fn fill(&mut self, parent: Ino, name: &[u8], child: Option<Child>, stats: &Stats) {
-        self.put_clean(parent, name.to_vec(), child, stats);
+        self.put_clean(parent, name, child, stats);
     }
 
-    fn put_clean(&mut self, parent: Ino, name: Name, child: Option<Child>, stats: &Stats) {
-        let key = (parent, name);
+    /// Removes `parent/name` from both clean tables.
+    fn forget_clean(&mut self, parent: Ino, name: &[u8]) {
+        let (positive, negative) = (&mut self.positive, &mut self.negative);
+        with_flat(parent, name, |k| {
+            positive.pop(k);
+            negative.pop(k);
+        });
+    }
+
+    fn put_clean(&mut self, parent: Ino, name: &[u8], child: Option<Child>, stats: &Stats) {
+        self.forget_clean(parent, name);
         match child {
             Some(c) => {
-                self.negative.pop(&key);
-                self.positive.put(key, c);
-                while self.positive.len() > self.positive_max {
-                    self.positive.pop_lru();
+                let k = self.flat(parent, name);
+                if let Some((old, _)) = self.positive.push(k, c) {
+                    // Not there before (just removed): the oldest went out.
                     Stats::inc(&stats.dcache_evictions);
+                    self.spare = old;
                 }
             }
             None => {
-                self.positive.pop(&key);
                 if self.negative_max == 0 {
                     return;
                 }
-                if self.negative.len() >= self.negative_max && !self.negative.contains(&key) {
-                    // Recycle the oldest negative entry rather than growing.
-                    self.negative.pop_lru();
+                let k = self.flat(parent, name);
+                if let Some((old, ())) = self.negative.push(k, ()) {
+                    // The oldest negative entry's node and key are reused.
                     Stats::inc(&stats.dcache_negative_recycled);
+                    self.spare = old;
                 }
-                self.negative.put(key, ());
             }
         }
+        assert!(
+            self.positive.len() <= self.positive_max,
+            "positive dentries over their bound"
+        );
         assert!(
             self.negative.len() <= self.negative_max,
             "negative dentries over their bound"
@@ -132,11 +209,9 @@ impl DCache {
     /// Changes a name; the journal will write it. `stored` is whether the store
     /// holds the name now (known from the lookup that preceded the change).
     pub fn set(&mut self, parent: Ino, hash: u64, name: &[u8], child: Option<Child>, stored: bool) {
-        let key = (parent, name.to_vec());
-        self.positive.pop(&key);
-        self.negative.pop(&key);
+        self.forget_clean(parent, name);
         self.pending
-            .insert((parent, hash, key.1), Pending { child, stored });
+            .insert((parent, hash, name.to_vec()), Pending { child, stored });
     }
 
     /// Takes a pending name for the journal; returns its state.
@@ -146,7 +221,7 @@ impl DCache {
 
     /// After a commit wrote a name: it is now clean.
     pub fn committed(&mut self, parent: Ino, name: Vec<u8>, child: Option<Child>, stats: &Stats) {
-        self.put_clean(parent, name, child, stats);
+        self.put_clean(parent, &name, child, stats);
     }
 
     /// Up to `limit` pending names of `dir` with hash in `[from, to]`, in order.
@@ -173,7 +248,7 @@ impl DCache {
         if let Some(p) = self.pending.remove(&key) {
             assert!(!p.stored, "dropping a pending name the store holds");
         }
-        self.put_clean(parent, key.2, None, stats);
+        self.put_clean(parent, &key.2, None, stats);
     }
 
     pub fn publish(&self, stats: &Stats) {
@@ -211,6 +286,81 @@ mod tests {
             d.lookup(Ino(1), 0, &0u32.to_le_bytes(), &st),
             Known::Unknown
         );
+    }
+
+    #[test]
+    fn positive_entries_are_bounded_and_keys_of_other_parents_stay_apart() {
+        let st = Stats::default();
+        let mut d = DCache::new(4, 4);
+        let c = |n: u64| Some((Ino(n), FileKind::Regular));
+        for i in 0..10u64 {
+            d.fill(Ino(1), format!("f{i}").as_bytes(), c(100 + i), &st);
+        }
+        assert_eq!(d.positive.len(), 4);
+        assert_eq!(
+            st.dcache_evictions
+                .load(std::sync::atomic::Ordering::Relaxed),
+            6
+        );
+        // The same name under another parent, and a name that is a prefix
+        // of another, are different entries.
+        d.fill(Ino(2), b"f9", None, &st);
+        d.fill(Ino(1), b"f", None, &st);
+        assert_eq!(
+            d.lookup(Ino(1), 0, b"f9", &st),
+            Known::Yes {
+                child: c(109),
+                stored: true
+            }
+        );
+        assert_eq!(
+            d.lookup(Ino(2), 0, b"f9", &st),
+            Known::Yes {
+                child: None,
+                stored: false
+            }
+        );
+        assert_eq!(
+            d.lookup(Ino(1), 0, b"f", &st),
+            Known::Yes {
+                child: None,
+                stored: false
+            }
+        );
+        // A name that becomes positive leaves the negative table.
+        d.fill(Ino(2), b"f9", c(7), &st);
+        assert_eq!(d.negative.len(), 1);
+        assert_eq!(
+            d.lookup(Ino(2), 0, b"f9", &st),
+            Known::Yes {
+                child: c(7),
+                stored: true
+            }
+        );
+    }
+
+    #[test]
+    fn pending_names_with_one_hash_are_told_apart() {
+        let st = Stats::default();
+        let mut d = DCache::new(10, 10);
+        d.set(Ino(1), 42, b"a", Some((Ino(5), FileKind::Regular)), false);
+        d.set(Ino(1), 42, b"b", None, true);
+        assert_eq!(
+            d.lookup(Ino(1), 42, b"b", &st),
+            Known::Yes {
+                child: None,
+                stored: true
+            }
+        );
+        assert_eq!(
+            d.lookup(Ino(1), 42, b"a", &st),
+            Known::Yes {
+                child: Some((Ino(5), FileKind::Regular)),
+                stored: false
+            }
+        );
+        assert_eq!(d.lookup(Ino(1), 42, b"c", &st), Known::Unknown);
+        assert_eq!(d.lookup(Ino(2), 42, b"a", &st), Known::Unknown);
     }
 
     #[test]

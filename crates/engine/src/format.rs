@@ -95,7 +95,10 @@ pub fn dentry_prefix(parent: Ino) -> Vec<u8> {
 }
 /// Key of a directory entry; also the start of a readdir scan when `name` is empty.
 pub fn dentry_key(parent: Ino, hash: u64, name: &[u8]) -> Vec<u8> {
-    let mut k = dentry_prefix(parent);
+    // One allocation, sized for the whole key.
+    let mut k = Vec::with_capacity(17 + name.len());
+    k.push(TAG_DENTRY);
+    k.extend_from_slice(&parent.0.to_be_bytes());
     k.extend_from_slice(&hash.to_be_bytes());
     k.extend_from_slice(name);
     k
