@@ -7,6 +7,8 @@
 # CMD's output matching $KEY, and the commit and truncate stats the daemon
 # counted. $OPTS_A and $OPTS_B, when set, replace $OPTS for that side (to
 # compare two option sets of one build, give the same BIN_DIR twice).
+# $STATS, when set, is the |-separated list of `churnfs stats` counters to
+# print after each run instead of the commit and truncate ones.
 # Root only; it unmounts what it mounts.
 set -u
 A=$1; B=$2; R=$3; shift 3
@@ -21,7 +23,7 @@ for round in $(seq "$R"); do
     mkdir "$w/mnt/b"
     r=$(cd "$w/mnt/b" && PATH="$T:$PATH" "$@" 2>&1 | grep -E "${KEY:-.}" | tr '\n' ' ')
     s=$("$T/churnfs" stats "$w/mnt" 2>/dev/null \
-      | grep -E "^(commits|commit_max_us|commit_locked_max_us|commit_apply_max_us|truncate_batches|truncate_batch_max_us|worker_spin_hits|worker_spin_misses) " \
+      | grep -E "^(${STATS:-commits|commit_max_us|commit_locked_max_us|commit_apply_max_us|truncate_batches|truncate_batch_max_us|worker_spin_hits|worker_spin_misses}) " \
       | tr '\n' ' ')
     echo "round $round [$side $T $O]: $r | $s"
     fusermount3 -u "$w/mnt"

@@ -12,13 +12,13 @@
 
 use crate::error::{EngineError, Result};
 use crate::format::{self, Xattrs, BLOCK_SIZE, INLINE_MAX, MAX_FILE_SIZE};
-use crate::fs::{Engine, State};
+use crate::fs::{Engine, FileCtx};
 use crate::journal::Item;
 use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::{falloc, BlockNo, FileKind, Ino, Timespec};
 
-impl State {
+impl FileCtx<'_> {
     /// The block's bytes, from the cache or the store (empty = hole).
     fn block_bytes(&mut self, ino: Ino, n: u64) -> Result<Vec<u8>> {
         let i = self.inode(ino)?;
@@ -55,7 +55,7 @@ impl State {
     /// Marks block `n` for writing, if the file is large enough to have blocks.
     fn dirty_block(&mut self, ino: Ino, n: u64) -> Result<()> {
         if self.inode(ino)?.rec.size > INLINE_MAX {
-            self.dirty.add(Item::Block(ino, n), &self.stats);
+            self.dirty.add(Item::Block(ino, n), self.stats);
         }
         Ok(())
     }
@@ -71,7 +71,7 @@ impl State {
         i.rec.size = size;
         let has0 = i.blocks.contains_key(&0);
         if old <= INLINE_MAX && size > INLINE_MAX && has0 {
-            self.dirty.add(Item::Block(ino, 0), &self.stats);
+            self.dirty.add(Item::Block(ino, 0), self.stats);
         }
         Ok(())
     }
@@ -95,16 +95,15 @@ impl State {
             i.blocks.insert(n, Vec::new());
         }
         for n in found {
-            self.dirty.add(Item::Block(ino, n), &self.stats);
+            self.dirty.add(Item::Block(ino, n), self.stats);
         }
         if end >= to {
-            self.truncates.remove(ino);
+            self.truncates.remove(ino, self.stats);
             Stats::inc(&self.stats.truncates_done);
-            Stats::set(&self.stats.truncates_pending, self.truncates.len() as u64);
         } else {
-            self.truncates.set(ino, end, to);
+            self.truncates.set(ino, end, to, self.stats);
         }
-        self.dirty.add(Item::Truncate(ino), &self.stats);
+        self.dirty.add(Item::Truncate(ino), self.stats);
         Ok(())
     }
 
@@ -223,7 +222,7 @@ impl State {
             let b = self.block_mut(ino, n)?;
             b.truncate(tail as usize);
             if had_blocks {
-                self.dirty.add(Item::Block(ino, n), &self.stats);
+                self.dirty.add(Item::Block(ino, n), self.stats);
             }
         }
         if size <= INLINE_MAX && old > INLINE_MAX {
@@ -231,7 +230,7 @@ impl State {
             if tail == 0 && size > 0 {
                 self.block_mut(ino, 0)?;
             }
-            self.dirty.add(Item::Block(ino, 0), &self.stats);
+            self.dirty.add(Item::Block(ino, 0), self.stats);
         }
         let i = self.inode(ino)?;
         for n in &gone {
@@ -239,7 +238,7 @@ impl State {
         }
         if had_blocks {
             for n in gone {
-                self.dirty.add(Item::Block(ino, n), &self.stats);
+                self.dirty.add(Item::Block(ino, n), self.stats);
             }
         }
         let i = self.inode(ino)?;
@@ -260,7 +259,7 @@ impl State {
         let mut found = Vec::new();
         loop {
             Stats::inc(&self.stats.store_scans);
-            let (page, end) = block_numbers(&*self.store, ino, from, upto, 1024)?;
+            let (page, end) = block_numbers(&**self.store, ino, from, upto, 1024)?;
             if let Some(&last) = page.last() {
                 from = last.saturating_add(1);
             }
@@ -300,23 +299,22 @@ impl State {
         if tail != 0 {
             let n = size / BLOCK_SIZE;
             self.block_mut(ino, n)?.truncate(tail as usize);
-            self.dirty.add(Item::Block(ino, n), &self.stats);
+            self.dirty.add(Item::Block(ino, n), self.stats);
         }
         if size <= INLINE_MAX {
             // Block 0 moves inline; its key is deleted at commit.
             if tail == 0 && size > 0 {
                 self.block_mut(ino, 0)?;
             }
-            self.dirty.add(Item::Block(ino, 0), &self.stats);
+            self.dirty.add(Item::Block(ino, 0), self.stats);
         }
         let to = pending.map_or(old_end, |(_, to)| to.max(old_end));
         if first_gone < to {
             // Queued for the reclaim thread by the commit that writes it.
-            self.truncates.set(ino, first_gone, to);
-            self.dirty.add(Item::Truncate(ino), &self.stats);
+            self.truncates.set(ino, first_gone, to, self.stats);
+            self.dirty.add(Item::Truncate(ino), self.stats);
         }
         Stats::inc(&self.stats.truncates_deferred);
-        Stats::set(&self.stats.truncates_pending, self.truncates.len() as u64);
         let i = self.inode(ino)?;
         i.rec.size = size;
         debug_assert!(i
@@ -377,7 +375,7 @@ impl State {
         let i = self.inode(ino)?;
         i.rec.has_xattrs = i.xattrs.as_ref().is_some_and(|x| !x.is_empty());
         i.rec.ctime = Timespec::now();
-        self.dirty.add(Item::Xattr(ino), &self.stats);
+        self.dirty.add(Item::Xattr(ino), self.stats);
         self.dirty_inode(ino);
         Ok(())
     }
@@ -409,7 +407,7 @@ pub(crate) fn block_numbers(
 
 impl Engine {
     pub fn read(&self, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>> {
-        self.lock()?.read(ino, offset, len)
+        self.file(ino, |f| f.read(ino, offset, len))
     }
 
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
@@ -423,11 +421,10 @@ impl Engine {
                 Stats::inc(&self.stats.writer_apply_waits);
             }
         }
-        let (n, over) = {
-            let mut s = self.lock()?;
-            let n = s.write(ino, offset, data)?;
-            (n, s.over_dirty_bytes())
-        };
+        let (n, over) = self.file(ino, |f| {
+            let n = f.write(ino, offset, data)?;
+            Ok((n, f.over_dirty_bytes()))
+        })?;
         self.throttle(over)?;
         Ok(n)
     }
@@ -441,38 +438,40 @@ impl Engine {
             return Err(EngineError::FileTooBig);
         }
         let keep = mode & falloc::KEEP_SIZE != 0;
-        let mut s = self.lock()?;
-        let i = s.inode(ino)?;
-        match i.rec.kind {
-            FileKind::Regular => {}
-            FileKind::Directory => return Err(EngineError::IsDir),
-            _ => return Err(EngineError::NotSupported),
-        }
-        let size = i.rec.size;
-        match mode & !falloc::KEEP_SIZE {
-            0 => {}
-            falloc::PUNCH_HOLE if keep => s.zero_range(ino, offset.min(size), end.min(size))?,
-            falloc::ZERO_RANGE => s.zero_range(ino, offset.min(size), end.min(size))?,
-            falloc::PUNCH_HOLE => return Err(EngineError::Invalid("punch hole without keep size")),
-            _ => return Err(EngineError::NotSupported),
-        }
-        if !keep && end > size {
-            s.truncate(ino, end)?;
-        }
-        let now = Timespec::now();
-        let i = s.inode(ino)?;
-        if mode != falloc::KEEP_SIZE {
-            i.rec.mtime = now;
-        }
-        i.rec.ctime = now;
-        s.dirty_inode(ino);
-        Ok(())
+        self.file(ino, |s| {
+            let i = s.inode(ino)?;
+            match i.rec.kind {
+                FileKind::Regular => {}
+                FileKind::Directory => return Err(EngineError::IsDir),
+                _ => return Err(EngineError::NotSupported),
+            }
+            let size = i.rec.size;
+            match mode & !falloc::KEEP_SIZE {
+                0 => {}
+                falloc::PUNCH_HOLE if keep => s.zero_range(ino, offset.min(size), end.min(size))?,
+                falloc::ZERO_RANGE => s.zero_range(ino, offset.min(size), end.min(size))?,
+                falloc::PUNCH_HOLE => {
+                    return Err(EngineError::Invalid("punch hole without keep size"))
+                }
+                _ => return Err(EngineError::NotSupported),
+            }
+            if !keep && end > size {
+                s.truncate(ino, end)?;
+            }
+            let now = Timespec::now();
+            let i = s.inode(ino)?;
+            if mode != falloc::KEEP_SIZE {
+                i.rec.mtime = now;
+            }
+            i.rec.ctime = now;
+            s.dirty_inode(ino);
+            Ok(())
+        })
     }
 
     /// SEEK_DATA / SEEK_HOLE: the whole file counts as data (holes are optional).
     pub fn lseek(&self, ino: Ino, offset: u64, whence: i32) -> Result<u64> {
-        let mut s = self.lock()?;
-        let size = s.inode(ino)?.rec.size;
+        let size = self.file(ino, |f| Ok(f.inode(ino)?.rec.size))?;
         match whence {
             libc::SEEK_DATA if offset < size => Ok(offset),
             libc::SEEK_HOLE if offset < size => Ok(size),

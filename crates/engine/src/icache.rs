@@ -20,13 +20,16 @@
 //! Invariant: `nlink == 0 && (opens > 0 || kernel_refs > 0)` ⇔ the inode is
 //! in `unlinked`; `nlink == 0` with neither ⇒ it is `freed` and dirty.
 //!
-//! Locking: everything here is guarded by the engine's state lock.
+//! Locking: the engine keeps one `ICache` per part of its state (fs.rs,
+//! `Part`), guarded by that part's lock or by the state lock held
+//! exclusively.
 
 use crate::format::{InodeRecord, Xattrs};
 use crate::stats::Stats;
 use crate::types::{Attr, FileKind, Ino, InoMap};
 use lru::LruCache;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// An inode in memory.
 #[derive(Debug)]
@@ -104,16 +107,23 @@ pub struct ICache {
     inodes_max: usize,
     /// Kernel lookup counts (ino → count > 0).
     kernel_refs: InoMap<u64>,
+    /// Keeps the gauges `icache_inodes` and `kernel_known_inodes` as each
+    /// entry comes and goes (the engine's inodes live in several caches,
+    /// one per part of its state; the gauges are the sums).
+    stats: Arc<Stats>,
 }
 
 impl ICache {
-    pub fn new(inodes_max: usize) -> ICache {
-        assert!(inodes_max > 0, "icache bound must be positive");
+    /// A cache of at most `inodes_max` unpinned inodes (zero: a part of
+    /// the engine's state whose share of a small bound is nothing; its
+    /// inodes leave as soon as they are unpinned).
+    pub fn new(inodes_max: usize, stats: Arc<Stats>) -> ICache {
         ICache {
             map: InoMap::default(),
             idle: LruCache::unbounded(),
             inodes_max,
             kernel_refs: InoMap::default(),
+            stats,
         }
     }
 
@@ -143,6 +153,7 @@ impl ICache {
         let pinned = inode.pinned();
         let old = self.map.insert(ino, inode);
         assert!(old.is_none(), "{ino} inserted twice into the icache");
+        Stats::inc(&self.stats.icache_inodes);
         if !pinned {
             self.idle.put(ino, ());
         }
@@ -151,7 +162,11 @@ impl ICache {
     /// Drops an inode whose deletion the journal has written.
     pub fn remove(&mut self, ino: Ino) -> Option<Inode> {
         self.idle.pop(&ino);
-        self.map.remove(&ino)
+        let i = self.map.remove(&ino);
+        if i.is_some() {
+            Stats::sub(&self.stats.icache_inodes, 1);
+        }
+        i
     }
 
     /// Re-files an inode after its pin state may have changed.
@@ -178,15 +193,13 @@ impl ICache {
                 continue;
             }
             self.map.remove(&ino);
+            Stats::sub(&stats.icache_inodes, 1);
             Stats::inc(&stats.icache_evictions);
         }
-        self.publish(stats);
     }
 
-    pub fn publish(&self, stats: &Stats) {
-        Stats::set(&stats.icache_inodes, self.map.len() as u64);
-        Stats::set(&stats.icache_inodes_max, self.inodes_max as u64);
-        Stats::set(&stats.kernel_known_inodes, self.kernel_refs.len() as u64);
+    pub fn inodes_max(&self) -> usize {
+        self.inodes_max
     }
 
     pub fn len(&self) -> usize {
@@ -200,7 +213,11 @@ impl ICache {
     // ---- kernel lookup counts -------------------------------------------
 
     pub fn hold(&mut self, ino: Ino) {
-        *self.kernel_refs.entry(ino).or_insert(0) += 1;
+        let c = self.kernel_refs.entry(ino).or_insert(0);
+        if *c == 0 {
+            Stats::inc(&self.stats.kernel_known_inodes);
+        }
+        *c += 1;
     }
 
     /// Drops `n` kernel references; returns the count left. A count from the
@@ -219,6 +236,7 @@ impl ICache {
         let left = *c;
         if left == 0 {
             self.kernel_refs.remove(&ino);
+            Stats::sub(&self.stats.kernel_known_inodes, 1);
         }
         left
     }

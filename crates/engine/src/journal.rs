@@ -1,11 +1,12 @@
 //! journal: dirty items in age order, written as one atomic store batch per
 //! commit (group commit), and the engine's mount and unmount.
 //!
-//! Every operation changes in-memory items and adds them to the dirty list
-//! (`DirtyList`, insertion-ordered: an item keeps the age of its first change
-//! until it is written). A commit drains the whole list under the state
-//! lock, encodes each item's *final* state and stages the batch (readers see
-//! it at once, inflight.rs), releases the lock, and only then applies the
+//! Every operation changes in-memory items and adds them to a dirty list
+//! (`DirtyList`, one per part of the state, fs.rs; insertion-ordered: an
+//! item keeps the age of its first change until it is written). A commit
+//! drains every part's list under the state lock, held exclusively, encodes
+//! each item's *final* state and stages the batch as one (readers see it at
+//! once, inflight.rs), releases the lock, and only then applies the
 //! batch to the store and syncs it when durability was asked for: requests
 //! wait for the drain, never for the store's write. A name created and
 //! removed between two commits is dropped at drain: it never reaches the store.
@@ -21,17 +22,16 @@
 use crate::dcache::DCache;
 use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, INLINE_MAX};
-use crate::fs::{Engine, EngineConfig, State};
-use crate::icache::ICache;
+use crate::fs::{part_of, Engine, EngineConfig, Part, State, PARTS};
 use crate::inflight::InFlightStore;
-use crate::orphan::{self, PendingTruncates};
+use crate::orphan;
 use crate::stats::Stats;
 use crate::store::{Batch, KvStore};
 use crate::types::{BlockNo, FileKind, Ino, Timespec};
 use crate::unlinked::{self, FreeQueue, Freer, Next, Unlinked};
 use indexmap::IndexSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// One thing the journal writes.
@@ -45,7 +45,9 @@ pub enum Item {
     Truncate(Ino),
 }
 
-/// Dirty items in age order.
+/// Dirty items in age order: one list per part of the state (fs.rs,
+/// `Part`). The gauges `dirty_items` and `dirty_blocks` count every part's
+/// items: each list adds what it gains and takes back what it gives up.
 #[derive(Default)]
 pub struct DirtyList {
     items: IndexSet<Item>,
@@ -58,9 +60,9 @@ impl DirtyList {
         if self.items.insert(item) {
             if is_block {
                 self.blocks += 1;
-                Stats::set(&stats.dirty_blocks, self.blocks);
+                Stats::inc(&stats.dirty_blocks);
             }
-            Stats::set(&stats.dirty_items, self.items.len() as u64);
+            Stats::inc(&stats.dirty_items);
         }
     }
 
@@ -72,11 +74,9 @@ impl DirtyList {
         self.items.is_empty()
     }
 
-    pub fn dirty_bytes(&self) -> u64 {
-        self.blocks * BLOCK_SIZE
-    }
-
-    fn take(&mut self) -> IndexSet<Item> {
+    fn take(&mut self, stats: &Stats) -> IndexSet<Item> {
+        Stats::sub(&stats.dirty_blocks, self.blocks);
+        Stats::sub(&stats.dirty_items, self.items.len() as u64);
         self.blocks = 0;
         std::mem::take(&mut self.items)
     }
@@ -95,9 +95,12 @@ impl State {
     /// Encodes every dirty item's final state into one batch and marks the
     /// items clean. Runs under the state lock.
     fn drain(&mut self) -> Result<Batch> {
-        let items = self.dirty.take();
-        let mut batch = Batch::default();
         let stats = self.stats.clone();
+        let mut items = Vec::new();
+        for p in self.parts_mut() {
+            items.extend(p.dirty.take(&stats));
+        }
+        let mut batch = Batch::default();
         Stats::add(&stats.commit_items, items.len() as u64);
         let mut committed_inodes = Vec::new();
         for item in items {
@@ -123,7 +126,7 @@ impl State {
                     self.dcache.committed(dir, name, p.child, &stats);
                 }
                 Item::Block(ino, n) => {
-                    let Some(i) = self.icache.peek_mut(ino) else {
+                    let Some(i) = self.part(ino).icache.peek_mut(ino) else {
                         continue;
                     };
                     if i.freed {
@@ -153,8 +156,9 @@ impl State {
                 }
                 Item::Truncate(ino) => {
                     // Freed since: its record goes with its other records.
-                    let live = self.icache.peek(ino).is_some_and(|i| !i.freed);
-                    match self.truncates.get(ino) {
+                    let part = self.part(ino);
+                    let live = part.icache.peek(ino).is_some_and(|i| !i.freed);
+                    match part.truncates.get(ino) {
                         Some((from, to)) if live => {
                             batch.put(format::truncate_key(ino), format::encode_truncate(from, to));
                             // The reclaim thread works on a range once the
@@ -165,7 +169,7 @@ impl State {
                     }
                 }
                 Item::Xattr(ino) => {
-                    let Some(i) = self.icache.peek_mut(ino) else {
+                    let Some(i) = self.part(ino).icache.peek_mut(ino) else {
                         continue;
                     };
                     if i.freed {
@@ -190,21 +194,22 @@ impl State {
             self.stored_next_ino = self.next_ino;
         }
         for ino in committed_inodes {
-            self.icache.repin(ino);
+            self.part(ino).icache.repin(ino);
         }
-        self.icache.shrink(&stats);
+        self.shrink_all();
         #[cfg(debug_assertions)]
-        self.icache.debug_check();
+        for p in self.parts_mut() {
+            p.icache.debug_check();
+        }
         self.dcache.publish(&stats);
-        Stats::set(&stats.dirty_items, 0);
-        Stats::set(&stats.dirty_blocks, 0);
         Ok(batch)
     }
 
     fn drain_inode(&mut self, ino: Ino, batch: &mut Batch) -> Result<()> {
         let store = self.store.clone();
         // Missing: created and freed between two commits (`State::settle`).
-        let Some(i) = self.icache.peek_mut(ino) else {
+        let part = crate::fs::part_mut(&mut self.parts, ino);
+        let Some(i) = part.icache.peek_mut(ino) else {
             return Ok(());
         };
         i.dirty = false;
@@ -229,7 +234,7 @@ impl State {
                     unlinked::delete_inode_records(&*store, ino, batch)?;
                 }
             }
-            self.icache.remove(ino);
+            part.icache.remove(ino);
             return Ok(());
         }
         let mut rec = i.rec.clone();
@@ -319,20 +324,23 @@ impl Engine {
         // Pending truncates are few by construction (orphan.rs): all of them
         // are queued again before the mount returns. Those of a crash's
         // orphans go with the orphan.
-        let mut truncates = PendingTruncates::default();
+        let mut parts: Vec<Part> = (0..PARTS)
+            .map(|i| Part::new(i, cfg.inodes_max, &stats))
+            .collect();
+        Stats::set(
+            &stats.icache_inodes_max,
+            parts.iter().map(|p| p.icache.inodes_max() as u64).sum(),
+        );
         for (ino, from, to) in orphan::load(&*store)? {
             if store.get(&format::unlinked_key(ino))?.is_none() {
-                truncates.set(ino, from, to);
+                parts[part_of(ino)].truncates.restore(ino, from, to, &stats);
                 free_queue.push_truncate(ino);
             }
         }
-        Stats::set(&stats.truncates_pending, truncates.len() as u64);
         let state = State {
-            icache: ICache::new(cfg.inodes_max),
+            parts: parts.into_iter().map(Mutex::new).collect(),
             dcache: DCache::new(cfg.dentries_max, cfg.negative_entries_max),
-            dirty: DirtyList::default(),
             unlinked: Unlinked::default(),
-            truncates,
             next_ino: sb.next_ino,
             stored_next_ino: sb.next_ino,
             sb,
@@ -344,7 +352,7 @@ impl Engine {
             free_queue: free_queue.clone(),
         };
         let engine = Arc::new(Engine {
-            state: Mutex::new(state),
+            state: RwLock::new(state),
             commit: Mutex::new(CommitCtl::default()),
             store,
             stats,
@@ -429,7 +437,7 @@ impl Engine {
             if self.is_stopped() || self.free_queue.stopping() {
                 return Ok(());
             }
-            let Some((from, to)) = self.lock_state()?.truncates.get(ino) else {
+            let Some((from, to)) = self.lock_state()?.part(ino).truncates.get(ino) else {
                 return Ok(());
             };
             let (found, done) = crate::data::block_numbers(&*self.store, ino, from, to, keys)?;
@@ -442,7 +450,7 @@ impl Engine {
             let mut batch = Batch::default();
             let finished = {
                 let mut s = self.lock_state()?;
-                let Some((from2, to2)) = s.truncates.get(ino) else {
+                let Some((from2, to2)) = s.part(ino).truncates.get(ino) else {
                     return Ok(());
                 };
                 // With the commit lock held nothing is staged: this reads
@@ -468,11 +476,11 @@ impl Engine {
                     from2
                 };
                 if next >= to2 {
-                    s.truncates.remove(ino);
+                    s.part(ino).truncates.remove(ino, &self.stats);
                     batch.delete(format::truncate_key(ino));
                     true
                 } else {
-                    s.truncates.set(ino, next, to2);
+                    s.part(ino).truncates.set(ino, next, to2, &self.stats);
                     batch.put(
                         format::truncate_key(ino),
                         format::encode_truncate(next, to2),
@@ -489,8 +497,6 @@ impl Engine {
             );
             if finished {
                 Stats::inc(&self.stats.truncates_done);
-                let pending = self.lock_state()?.truncates.len();
-                Stats::set(&self.stats.truncates_pending, pending as u64);
                 return Ok(());
             }
         }
@@ -506,10 +512,10 @@ impl Engine {
             // see a staged batch before the store has it): the page was
             // read before, and a commit may since have deleted a record of
             // this mount's (an inode freed after its unlink).
-            let s = self.lock_state()?;
+            let mut s = self.lock_state()?;
             let mut v = Vec::with_capacity(inos.len());
             for &i in inos {
-                if s.icache.peek(i).is_none()
+                if s.part(i).icache.peek(i).is_none()
                     && !s.unlinked.contains(i)
                     && !self.free_queue.contains(i)
                     && self.store.get(&format::unlinked_key(i))?.is_some()
@@ -789,7 +795,10 @@ fn committer(
         if e.is_stopped() {
             return;
         }
-        let busy = e.lock_state().map(|s| !s.dirty.is_empty()).unwrap_or(false);
+        let busy = e
+            .lock_state()
+            .map(|mut s| s.parts_mut().any(|p| !p.dirty.is_empty()))
+            .unwrap_or(false);
         let unsynced = e.commit.lock().map(|c| c.unsynced).unwrap_or(false);
         if busy || unsynced {
             let mut ctl = e.commit.lock().unwrap_or_else(|p| p.into_inner());

@@ -19,15 +19,18 @@
 //! for what it exposes, never for the rest. A second large shrink merges its
 //! range with the pending one (the blocks between them are holes already).
 //!
-//! Bound: at most `TRUNCATES_PENDING_MAX` files have a pending range
-//! (asserted); when the set is full a truncate deletes its blocks inline,
-//! as small ones do. So the store never holds more `T` records than the
+//! Bound: at most `TRUNCATES_PENDING_MAX` files have a pending range, at
+//! most `TRUNCATES_PENDING_MAX / PARTS` in each part of the engine's state
+//! (asserted; the set lives in the part, fs.rs, so truncates of files in
+//! different parts share no lock); when a part's set is full a truncate
+//! deletes its blocks inline, as small ones do. So the store never holds more `T` records than the
 //! bound, and mount reads them all before it returns: a bounded amount of
 //! work, whatever the history. A crash leaves the records; the next mount
 //! queues them again. Freeing a file deletes its record with its blocks.
 
 use crate::error::{EngineError, Result};
 use crate::format;
+use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::{Ino, InoMap};
 
@@ -36,35 +39,71 @@ pub const TRUNCATE_INLINE_BLOCKS: u64 = 64;
 /// Files whose truncated blocks wait for the reclaim thread.
 pub const TRUNCATES_PENDING_MAX: usize = 1024;
 
-/// Pending block ranges by inode; lives in `State` (the state lock).
-#[derive(Default)]
+/// Pending block ranges by inode, one set per part of the engine's state
+/// (fs.rs, `Part`): truncates of files in different parts never share a
+/// lock. Each part's set holds at most `TRUNCATES_PENDING_MAX / PARTS`
+/// files, so all of them together at most `TRUNCATES_PENDING_MAX`; only
+/// the records a mount finds (`restore`, at most that many in all) may
+/// exceed a part's share until the reclaim thread finishes them. The set
+/// keeps the gauge `truncates_pending` (a sum over parts).
 pub struct PendingTruncates {
     ranges: InoMap<(u64, u64)>,
+    max: usize,
 }
 
 impl PendingTruncates {
+    /// A part's set, holding at most `max` new ranges.
+    pub fn new(max: usize) -> PendingTruncates {
+        PendingTruncates {
+            ranges: InoMap::default(),
+            max,
+        }
+    }
+
     pub fn get(&self, ino: Ino) -> Option<(u64, u64)> {
         self.ranges.get(&ino).copied()
     }
 
-    /// Room for one more file (or `ino` already has a range).
+    /// Room for one more file (or `ino` already has a range). Checked
+    /// before anything is changed: a truncate that finds no room deletes
+    /// its blocks itself.
     pub fn has_room(&self, ino: Ino) -> bool {
-        self.ranges.len() < TRUNCATES_PENDING_MAX || self.ranges.contains_key(&ino)
+        self.ranges.len() < self.max || self.ranges.contains_key(&ino)
     }
 
-    /// Sets `ino`'s range; `true` if it had none.
-    pub fn set(&mut self, ino: Ino, from: u64, to: u64) -> bool {
+    /// Sets `ino`'s range; `true` if it had none. The caller checked
+    /// `has_room`.
+    pub fn set(&mut self, ino: Ino, from: u64, to: u64, stats: &Stats) -> bool {
         assert!(from < to, "empty truncate range {from}..{to} for {ino}");
         let new = self.ranges.insert(ino, (from, to)).is_none();
-        assert!(
-            self.ranges.len() <= TRUNCATES_PENDING_MAX,
-            "pending truncates over their bound"
-        );
+        if new {
+            assert!(
+                self.ranges.len() <= self.max,
+                "pending truncates over their bound"
+            );
+            Stats::inc(&stats.truncates_pending);
+        }
         new
     }
 
-    pub fn remove(&mut self, ino: Ino) -> bool {
-        self.ranges.remove(&ino).is_some()
+    /// A range found on the store at mount.
+    pub fn restore(&mut self, ino: Ino, from: u64, to: u64, stats: &Stats) {
+        assert!(from < to, "empty truncate range {from}..{to} for {ino}");
+        if self.ranges.insert(ino, (from, to)).is_none() {
+            Stats::inc(&stats.truncates_pending);
+        }
+        assert!(
+            self.ranges.len() <= TRUNCATES_PENDING_MAX,
+            "restored truncates over their bound"
+        );
+    }
+
+    pub fn remove(&mut self, ino: Ino, stats: &Stats) -> bool {
+        let had = self.ranges.remove(&ino).is_some();
+        if had {
+            Stats::sub(&stats.truncates_pending, 1);
+        }
+        had
     }
 
     pub fn len(&self) -> usize {
@@ -105,17 +144,40 @@ mod tests {
 
     #[test]
     fn the_set_is_bounded_and_a_member_always_has_room() {
-        let mut p = PendingTruncates::default();
-        for i in 0..TRUNCATES_PENDING_MAX as u64 {
+        let st = Stats::default();
+        let mut p = PendingTruncates::new(64);
+        for i in 0..64 {
             assert!(p.has_room(Ino(i + 10)));
-            assert!(p.set(Ino(i + 10), 1, 2));
+            assert!(p.set(Ino(i + 10), 1, 2, &st));
         }
         assert!(!p.has_room(Ino(1)));
         assert!(p.has_room(Ino(10)), "a member may change its range");
-        assert!(!p.set(Ino(10), 0, 5));
+        assert!(!p.set(Ino(10), 0, 5, &st));
         assert_eq!(p.get(Ino(10)), Some((0, 5)));
-        assert!(p.remove(Ino(10)));
+        assert_eq!(
+            st.truncates_pending
+                .load(std::sync::atomic::Ordering::Relaxed),
+            64
+        );
+        assert!(p.remove(Ino(10), &st));
         assert!(p.has_room(Ino(1)));
+        assert_eq!(
+            st.truncates_pending
+                .load(std::sync::atomic::Ordering::Relaxed),
+            63
+        );
+    }
+
+    #[test]
+    fn restored_ranges_may_exceed_a_parts_share_but_leave_no_room() {
+        let st = Stats::default();
+        let mut p = PendingTruncates::new(4);
+        for i in 0..10 {
+            p.restore(Ino(i + 10), 1, 2, &st);
+        }
+        assert_eq!(p.len(), 10);
+        assert!(!p.has_room(Ino(1)));
+        assert!(p.has_room(Ino(10)));
     }
 
     #[test]

@@ -84,9 +84,15 @@ stats! {
     // the state lock (fs.rs): acquisitions, how many found it held, and
     // how long those waited
     state_locks,
+    state_locks_shared,
     state_lock_waits,
     state_lock_wait_ns,
     state_lock_wait_max_ns,
+    // the parts' locks (fs.rs): acquisitions by operations on one inode,
+    // how many found theirs held, and how long those waited
+    part_locks,
+    part_lock_waits,
+    part_lock_wait_ns,
     // kernel negative dentries (adapter)
     kernel_negative_budget,
     kernel_negative_tracked,
@@ -142,6 +148,11 @@ impl Stats {
     }
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Relaxed);
+    }
+    /// Takes back what `inc` or `add` gave (gauges kept as sums of parts).
+    pub fn sub(c: &AtomicU64, n: u64) {
+        let old = c.fetch_sub(n, Relaxed);
+        debug_assert!(old >= n, "gauge below zero");
     }
     pub fn set(c: &AtomicU64, n: u64) {
         c.store(n, Relaxed);
