@@ -284,7 +284,7 @@ impl FileCtx<'_> {
         if !on_store
             || old <= INLINE_MAX
             || !(pending.is_some() || large)
-            || !self.truncates.has_room(ino)
+            || !self.truncates.has_room(ino, self.stats)
         {
             if large {
                 Stats::inc(&self.stats.truncates_inline);

@@ -10,10 +10,11 @@
 //! - Clean unpinned inodes sit in an LRU; beyond `inodes_max` the least
 //!   recently used are evicted. Pinned inodes may push the total past the
 //!   bound; they are counted and the bound is restored as they unpin.
-//! - Eviction (`shrink`) runs only between operations (`Engine::lock`, end of
-//!   a commit), never while one runs: an operation may have changed an inode
-//!   it loaded without dirtying it yet. One operation may therefore exceed
-//!   the bound by the inodes it loads.
+//! - Eviction (`shrink`) runs only once an operation is over (the exclusive
+//!   state guard's drop, the end of `Engine::file` for its part, the end of
+//!   a commit's drain), never while one runs: an operation may have changed
+//!   an inode it loaded without dirtying it yet. One operation may therefore
+//!   exceed the bound, while it runs, by the inodes it loads.
 //!
 //! The kernel's lookup counts live apart from the inode objects, in a compact
 //! table (`kernel_refs`), so that inodes the kernel knows need not stay loaded.

@@ -15,7 +15,7 @@
 //! and no live block is numbered in the range. Reads never reach a garbage
 //! block (they stop at the size). A size increase past `from` first turns
 //! the blocks it reveals into holes whose keys the next commit deletes, then
-//! moves `from` above them (`State::reveal` in data.rs): the extension pays
+//! moves `from` above them (`FileCtx::reveal` in data.rs): the extension pays
 //! for what it exposes, never for the rest. A second large shrink merges its
 //! range with the pending one (the blocks between them are holes already).
 //!
@@ -33,6 +33,7 @@ use crate::format;
 use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::{Ino, InoMap};
+use std::sync::atomic::Ordering;
 
 /// A shrink by at most this many blocks deletes them in the request.
 pub const TRUNCATE_INLINE_BLOCKS: u64 = 64;
@@ -42,10 +43,12 @@ pub const TRUNCATES_PENDING_MAX: usize = 1024;
 /// Pending block ranges by inode, one set per part of the engine's state
 /// (fs.rs, `Part`): truncates of files in different parts never share a
 /// lock. Each part's set holds at most `TRUNCATES_PENDING_MAX / PARTS`
-/// files, so all of them together at most `TRUNCATES_PENDING_MAX`; only
-/// the records a mount finds (`restore`, at most that many in all) may
-/// exceed a part's share until the reclaim thread finishes them. The set
-/// keeps the gauge `truncates_pending` (a sum over parts).
+/// files, so all of them together at most `TRUNCATES_PENDING_MAX`. The
+/// records a mount finds (`restore`, at most that many in all, spread as
+/// their inode numbers hash) may put a part over its share; while any part
+/// is (the gauge `truncates_over_share`, a sum over parts), no part takes a
+/// new range, so the total never exceeds the bound. The set also keeps the
+/// gauge `truncates_pending`.
 pub struct PendingTruncates {
     ranges: InoMap<(u64, u64)>,
     max: usize,
@@ -67,8 +70,10 @@ impl PendingTruncates {
     /// Room for one more file (or `ino` already has a range). Checked
     /// before anything is changed: a truncate that finds no room deletes
     /// its blocks itself.
-    pub fn has_room(&self, ino: Ino) -> bool {
-        self.ranges.len() < self.max || self.ranges.contains_key(&ino)
+    pub fn has_room(&self, ino: Ino, stats: &Stats) -> bool {
+        self.ranges.contains_key(&ino)
+            || (self.ranges.len() < self.max
+                && stats.truncates_over_share.load(Ordering::Relaxed) == 0)
     }
 
     /// Sets `ino`'s range; `true` if it had none. The caller checked
@@ -91,6 +96,9 @@ impl PendingTruncates {
         assert!(from < to, "empty truncate range {from}..{to} for {ino}");
         if self.ranges.insert(ino, (from, to)).is_none() {
             Stats::inc(&stats.truncates_pending);
+            if self.ranges.len() > self.max {
+                Stats::inc(&stats.truncates_over_share);
+            }
         }
         assert!(
             self.ranges.len() <= TRUNCATES_PENDING_MAX,
@@ -99,9 +107,13 @@ impl PendingTruncates {
     }
 
     pub fn remove(&mut self, ino: Ino, stats: &Stats) -> bool {
+        let was = self.ranges.len();
         let had = self.ranges.remove(&ino).is_some();
         if had {
             Stats::sub(&stats.truncates_pending, 1);
+            if was > self.max {
+                Stats::sub(&stats.truncates_over_share, 1);
+            }
         }
         had
     }
@@ -147,11 +159,11 @@ mod tests {
         let st = Stats::default();
         let mut p = PendingTruncates::new(64);
         for i in 0..64 {
-            assert!(p.has_room(Ino(i + 10)));
+            assert!(p.has_room(Ino(i + 10), &st));
             assert!(p.set(Ino(i + 10), 1, 2, &st));
         }
-        assert!(!p.has_room(Ino(1)));
-        assert!(p.has_room(Ino(10)), "a member may change its range");
+        assert!(!p.has_room(Ino(1), &st));
+        assert!(p.has_room(Ino(10), &st), "a member may change its range");
         assert!(!p.set(Ino(10), 0, 5, &st));
         assert_eq!(p.get(Ino(10)), Some((0, 5)));
         assert_eq!(
@@ -160,7 +172,7 @@ mod tests {
             64
         );
         assert!(p.remove(Ino(10), &st));
-        assert!(p.has_room(Ino(1)));
+        assert!(p.has_room(Ino(1), &st));
         assert_eq!(
             st.truncates_pending
                 .load(std::sync::atomic::Ordering::Relaxed),
@@ -169,15 +181,29 @@ mod tests {
     }
 
     #[test]
-    fn restored_ranges_may_exceed_a_parts_share_but_leave_no_room() {
+    fn restored_ranges_over_a_share_leave_no_part_room_until_they_are_done() {
+        use std::sync::atomic::Ordering::Relaxed;
         let st = Stats::default();
-        let mut p = PendingTruncates::new(4);
+        let mut full = PendingTruncates::new(4);
+        let other = PendingTruncates::new(4);
         for i in 0..10 {
-            p.restore(Ino(i + 10), 1, 2, &st);
+            full.restore(Ino(i + 10), 1, 2, &st);
         }
-        assert_eq!(p.len(), 10);
-        assert!(!p.has_room(Ino(1)));
-        assert!(p.has_room(Ino(10)));
+        assert_eq!(full.len(), 10);
+        assert_eq!(st.truncates_over_share.load(Relaxed), 6);
+        // Another part, empty, takes nothing new while one is over its share.
+        assert!(!other.has_room(Ino(1), &st));
+        assert!(!full.has_room(Ino(1), &st));
+        assert!(full.has_room(Ino(10), &st), "a member may change its range");
+        for i in 0..6 {
+            assert!(full.remove(Ino(i + 10), &st));
+        }
+        assert_eq!(st.truncates_over_share.load(Relaxed), 0);
+        assert!(other.has_room(Ino(1), &st));
+        assert!(!full.has_room(Ino(1), &st), "still at its share");
+        assert!(full.remove(Ino(19), &st));
+        assert!(full.has_room(Ino(1), &st));
+        assert_eq!(st.truncates_pending.load(Relaxed), 3);
     }
 
     #[test]

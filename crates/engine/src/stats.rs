@@ -61,6 +61,7 @@ stats! {
     names_never_stored,
     // orphan: large truncates finished in the background
     truncates_pending,
+    truncates_over_share,
     truncates_deferred,
     truncates_inline,
     truncates_done,
