@@ -109,6 +109,9 @@ impl Size {
                 list(&self.w1_ns),
                 s("--max-secs"),
                 self.max_secs.to_string(),
+                // Every level closes about as many files as the largest.
+                s("--repeat-to"),
+                self.w1_ns.iter().max().copied().unwrap_or(0).to_string(),
             ],
             "w2" | "w2b" => {
                 let mut a = vec![s("w2"), s("--dir"), s(dir)];

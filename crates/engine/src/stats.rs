@@ -100,6 +100,7 @@ stats! {
     kernel_negative_invalidated,
     kernel_negative_inval_failed,
     kernel_negative_dropped,
+    kernel_negative_compactions,
     // worker threads reading /dev/fuse (adapter)
     workers_parked,
     worker_parks,
