@@ -260,6 +260,24 @@ impl Drop for StateGuard<'_> {
     }
 }
 
+/// Takes a lock: at once if `try_` got it, else by blocking (`block`), and
+/// then also returns how many nanoseconds it waited. A poisoned lock is
+/// taken as it is (a panic elsewhere already stopped that operation).
+fn acquire<G>(
+    try_: std::sync::TryLockResult<G>,
+    block: impl FnOnce() -> std::sync::LockResult<G>,
+) -> (G, Option<u64>) {
+    match try_ {
+        Ok(g) => (g, None),
+        Err(TryLockError::Poisoned(p)) => (p.into_inner(), None),
+        Err(TryLockError::WouldBlock) => {
+            let t = Instant::now();
+            let g = block().unwrap_or_else(PoisonError::into_inner);
+            (g, Some(t.elapsed().as_nanos() as u64))
+        }
+    }
+}
+
 /// The inode whose part a dirty item belongs to.
 fn item_ino(item: &Item) -> Ino {
     match item {
@@ -568,17 +586,8 @@ impl Engine {
             return Err(EngineError::Stopped);
         }
         Stats::inc(&self.stats.state_locks);
-        let s = match self.state.try_write() {
-            Ok(s) => s,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                // Contention is measured, not guessed (docs/design.md §5).
-                let t = Instant::now();
-                let s = self.state.write().unwrap_or_else(PoisonError::into_inner);
-                self.waited(t);
-                s
-            }
-        };
+        let (s, waited) = acquire(self.state.try_write(), || self.state.write());
+        self.state_waited(waited);
         Ok(StateGuard(s))
     }
 
@@ -589,24 +598,19 @@ impl Engine {
         }
         Stats::inc(&self.stats.state_locks);
         Stats::inc(&self.stats.state_locks_shared);
-        Ok(match self.state.try_read() {
-            Ok(s) => s,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                let t = Instant::now();
-                let s = self.state.read().unwrap_or_else(PoisonError::into_inner);
-                self.waited(t);
-                s
-            }
-        })
+        let (s, waited) = acquire(self.state.try_read(), || self.state.read());
+        self.state_waited(waited);
+        Ok(s)
     }
 
-    /// Counts a wait for the state lock that began at `t`.
-    fn waited(&self, t: Instant) {
-        let ns = t.elapsed().as_nanos() as u64;
-        Stats::inc(&self.stats.state_lock_waits);
-        Stats::add(&self.stats.state_lock_wait_ns, ns);
-        Stats::max(&self.stats.state_lock_wait_max_ns, ns);
+    /// Counts a wait for the state lock (contention is measured, not
+    /// guessed: docs/design.md §5).
+    fn state_waited(&self, waited: Option<u64>) {
+        if let Some(ns) = waited {
+            Stats::inc(&self.stats.state_lock_waits);
+            Stats::add(&self.stats.state_lock_wait_ns, ns);
+            Stats::max(&self.stats.state_lock_wait_max_ns, ns);
+        }
     }
 
     /// Runs `f` on `ino`'s part with the state lock shared and the part's
@@ -624,17 +628,11 @@ impl Engine {
         let s = self.lock_shared()?;
         let lock = &s.parts[part_of(ino)];
         Stats::inc(&self.stats.part_locks);
-        let mut part = match lock.try_lock() {
-            Ok(p) => p,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => {
-                let t = Instant::now();
-                let p = lock.lock().unwrap_or_else(PoisonError::into_inner);
-                Stats::inc(&self.stats.part_lock_waits);
-                Stats::add(&self.stats.part_lock_wait_ns, t.elapsed().as_nanos() as u64);
-                p
-            }
-        };
+        let (mut part, waited) = acquire(lock.try_lock(), || lock.lock());
+        if let Some(ns) = waited {
+            Stats::inc(&self.stats.part_lock_waits);
+            Stats::add(&self.stats.part_lock_wait_ns, ns);
+        }
         let r = f(&mut FileCtx::new(&mut part, &s));
         // After the operation, not before: operations on other parts do
         // not evict here, so what this one loaded must not stay over the
