@@ -1,5 +1,6 @@
 mod bad_store;
 mod churned_directory;
+mod concurrent;
 mod crash;
 mod data;
 mod hardlinks;
