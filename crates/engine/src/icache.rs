@@ -11,8 +11,8 @@
 //!   recently used are evicted. Pinned inodes may push the total past the
 //!   bound; they are counted and the bound is restored as they unpin.
 //! - Eviction (`shrink`) runs only once an operation is over (the exclusive
-//!   state guard's drop, the end of `Engine::file` for its part, the end of
-//!   a commit's drain), never while one runs: an operation may have changed
+//!   state guard's drop, which ends every namespace operation and every
+//!   commit; the end of `Engine::file` for its part), never while one runs: an operation may have changed
 //!   an inode it loaded without dirtying it yet. One operation may therefore
 //!   exceed the bound, while it runs, by the inodes it loads.
 //!

@@ -196,7 +196,8 @@ impl State {
         for ino in committed_inodes {
             self.part(ino).icache.repin(ino);
         }
-        self.shrink_all();
+        // Eviction follows when the commit drops the state guard
+        // (`StateGuard`), once the batch is staged.
         #[cfg(debug_assertions)]
         for p in self.parts_mut() {
             p.icache.debug_check();
