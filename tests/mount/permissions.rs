@@ -3,7 +3,7 @@
 //! engine keeps; the sticky bit protects a shared spool; a write by an
 //! unprivileged user clears setuid/setgid; setgid directories pass on their group.
 
-use crate::support::Mount;
+use crate::support::{stat_of, Mount};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Output};
@@ -270,4 +270,75 @@ fn a_private_mount_checks_permissions_in_the_daemon() {
     yes(&[], "echo mine > spool/mine && rm spool/mine");
     assert_eq!(fs::read(m.path("ro")).unwrap(), b"read onlymore\nagain\n");
     drop(m);
+}
+
+/// Set-ID bits drop as Linux drops them, on a private mount (the daemon
+/// checks permissions) and on a shared one (the kernel does): any chown
+/// drops setuid, and setgid where the group may execute; a write or a
+/// truncate drops them only for a caller without CAP_FSETID. The daemon
+/// does it (FUSE_HANDLE_KILLPRIV_V2), so a chown costs no GETATTR.
+#[test]
+fn set_id_bits_drop_after_chown_truncate_and_unprivileged_write() {
+    use std::io::Write;
+    for options in ["", "allow_other"] {
+        let m = Mount::new(options);
+        fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o755)).unwrap();
+        let p = m.path("f");
+        let mode = || fs::metadata(&p).unwrap().mode() & 0o7777;
+        let set = |bits: u32| fs::set_permissions(&p, fs::Permissions::from_mode(bits)).unwrap();
+        fs::write(&p, b"x").unwrap();
+
+        set(0o6755);
+        let mut f = fs::OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"y").unwrap();
+        f.set_len(1).unwrap();
+        drop(f);
+        assert_eq!(mode(), 0o6755, "{options:?}: root writes and truncates");
+
+        std::os::unix::fs::chown(&p, Some(0), Some(0)).unwrap();
+        assert_eq!(mode(), 0o755, "{options:?}: chown to the same owner");
+        set(0o6755);
+        std::os::unix::fs::chown(&p, None, None).unwrap();
+        assert_eq!(mode(), 0o755, "{options:?}: chown(-1, -1)");
+        set(0o6745);
+        std::os::unix::fs::chown(&p, Some(0), None).unwrap();
+        assert_eq!(mode(), 0o2745, "{options:?}: setgid without group execute");
+
+        let getattrs = stat_of(&m, "op_getattr");
+        for _ in 0..20 {
+            std::os::unix::fs::chown(&p, Some(0), Some(0)).unwrap();
+        }
+        let sent = stat_of(&m, "op_getattr") - getattrs;
+        assert!(sent < 20, "{options:?}: {sent} GETATTRs for 20 chowns");
+
+        fs::create_dir(m.path("d")).unwrap();
+        fs::set_permissions(m.path("d"), fs::Permissions::from_mode(0o2775)).unwrap();
+        std::os::unix::fs::chown(m.path("d"), Some(0), Some(0)).unwrap();
+        let d = fs::metadata(m.path("d")).unwrap().mode() & 0o7777;
+        assert_eq!(d, 0o2775, "{options:?}: a directory keeps setgid");
+
+        // Callers without CAP_FSETID: root without capabilities on the
+        // private mount, nobody on the shared one.
+        let run = |script: &str| {
+            if options.is_empty() {
+                as_capless_root(&m.mnt, &[], script)
+            } else {
+                as_user(NOBODY, &m.mnt, script)
+            }
+        };
+        set(0o6777);
+        ok(&run("echo z >> f"), "unprivileged write");
+        assert_eq!(mode(), 0o777, "{options:?}: unprivileged write");
+        set(0o6777);
+        ok(&run("truncate -s 1 f"), "unprivileged truncate");
+        assert_eq!(mode(), 0o777, "{options:?}: unprivileged truncate");
+        set(0o6777);
+        ok(&run(": > f"), "unprivileged open with O_TRUNC");
+        assert_eq!(mode(), 0o777, "{options:?}: unprivileged O_TRUNC");
+        assert!(
+            stat_of(&m, "setid_cleared") >= 5,
+            "{options:?}: the daemon dropped them"
+        );
+        drop(m);
+    }
 }

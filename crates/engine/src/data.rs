@@ -14,6 +14,7 @@ use crate::error::{EngineError, Result};
 use crate::format::{self, Xattrs, BLOCK_SIZE, INLINE_MAX, MAX_FILE_SIZE};
 use crate::fs::{Engine, FileCtx};
 use crate::journal::Item;
+use crate::perm;
 use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::{falloc, BlockNo, FileKind, Ino, Timespec};
@@ -136,7 +137,13 @@ impl FileCtx<'_> {
         Ok(out)
     }
 
-    pub(crate) fn write(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
+    pub(crate) fn write(
+        &mut self,
+        ino: Ino,
+        offset: u64,
+        data: &[u8],
+        kill_setid: bool,
+    ) -> Result<u32> {
         let i = self.inode(ino)?;
         match i.rec.kind {
             FileKind::Regular => {}
@@ -182,7 +189,15 @@ impl FileCtx<'_> {
         let i = self.inode(ino)?;
         i.rec.mtime = now;
         i.rec.ctime = now;
+        let kept = perm::without_setid(i.rec.perm);
+        let cleared = kill_setid && kept != i.rec.perm;
+        if cleared {
+            i.rec.perm = kept;
+        }
         self.dirty_inode(ino);
+        if cleared {
+            Stats::inc(&self.stats.setid_cleared);
+        }
         Ok(data.len() as u32)
     }
 
@@ -411,6 +426,13 @@ impl Engine {
     }
 
     pub fn write(&self, ino: Ino, offset: u64, data: &[u8]) -> Result<u32> {
+        self.write_as(ino, offset, data, false)
+    }
+
+    /// WRITE as the frontend received it: `kill_setid` drops the set-ID
+    /// bits as `perm::without_setid` says, for a writer the kernel found
+    /// without CAP_FSETID (FUSE_WRITE_KILL_SUIDGID).
+    pub fn write_as(&self, ino: Ino, offset: u64, data: &[u8], kill_setid: bool) -> Result<u32> {
         // File data waits while the store writes a commit's batch (other
         // requests do not): a writer that went on would grow the next
         // commit by what it wrote meanwhile, and every fsync waits for the
@@ -422,7 +444,7 @@ impl Engine {
             }
         }
         let (n, over) = self.file(ino, |f| {
-            let n = f.write(ino, offset, data)?;
+            let n = f.write(ino, offset, data, kill_setid)?;
             Ok((n, f.over_dirty_bytes()))
         })?;
         self.throttle(over)?;

@@ -22,6 +22,7 @@ use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, NAME_MAX};
 use crate::icache::{ICache, Inode};
 use crate::journal::{CommitCtl, DirtyList, Item};
+use crate::perm;
 use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::*;
@@ -739,6 +740,12 @@ impl FileCtx<'_> {
         if let Some(gid) = set.gid {
             i.rec.gid = gid;
         }
+        let mut cleared = false;
+        if set.kill_setid && set.mode.is_none() && kind != FileKind::Directory {
+            let kept = perm::without_setid(i.rec.perm);
+            cleared = kept != i.rec.perm;
+            i.rec.perm = kept;
+        }
         let resolve = |t: SetTime| match t {
             SetTime::Now => now,
             SetTime::At(t) => t,
@@ -754,6 +761,9 @@ impl FileCtx<'_> {
         i.rec.ctime = set.ctime.unwrap_or(now);
         let attr = i.attr(ino);
         s.dirty_inode(ino);
+        if cleared {
+            Stats::inc(&s.stats.setid_cleared);
+        }
         Ok((attr, s.over_dirty_bytes()))
     }
 }

@@ -130,6 +130,18 @@ pub fn may_link(c: &mut dyn Caller, a: &Attr) -> Result<()> {
     Err(EngineError::Perm)
 }
 
+/// The permission bits `perm` keeps when Linux drops set-ID bits after a
+/// chown, or after a write or truncate by a caller without CAP_FSETID: the
+/// set-user-ID bit always, the set-group-ID bit only with group execute
+/// (without it the bit marks mandatory locking, not a privilege).
+pub fn without_setid(perm: u16) -> u16 {
+    let mut p = perm & !S_ISUID;
+    if p & S_IXGRP != 0 {
+        p &= !S_ISGID;
+    }
+    p
+}
+
 /// A requested attribute change, as far as the checks need it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Change {
@@ -576,6 +588,20 @@ mod tests {
         ] {
             let f = file(mode, 1000, 100);
             assert_eq!(denied(may_link(&mut who, &f)), expect, "mode {mode:o}");
+        }
+    }
+
+    #[test]
+    fn dropping_set_id_keeps_setgid_without_group_execute() {
+        for (mode, kept) in [
+            (0o6755, 0o0755),
+            (0o4644, 0o0644),
+            (0o2745, 0o2745),
+            (0o2775, 0o0775),
+            (0o1777, 0o1777),
+            (0o0644, 0o0644),
+        ] {
+            assert_eq!(without_setid(mode), kept, "mode {mode:o}");
         }
     }
 }

@@ -112,6 +112,7 @@ stats! {
     perm_checks,
     perm_denied,
     perm_proc_reads,
+    setid_cleared,
     // FUSE requests by opcode (adapter)
     op_lookup,
     op_forget,

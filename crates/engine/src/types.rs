@@ -163,6 +163,10 @@ pub struct SetAttr {
     pub atime: Option<SetTime>,
     pub mtime: Option<SetTime>,
     pub ctime: Option<Timespec>,
+    /// Drop the set-ID bits as `perm::without_setid` says, unless `mode` is
+    /// given (the frontend's decision: a chown, or an unprivileged
+    /// truncate). Directories keep theirs.
+    pub kill_setid: bool,
 }
 
 /// Flags of rename(2) / renameat2(2).

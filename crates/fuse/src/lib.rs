@@ -134,6 +134,11 @@ pub struct Adapter {
     /// kernel's lookup count alone: an open file pins its inode, so FORGET
     /// comes after the last close (docs/design.md, "Opens").
     opens: bool,
+    /// The kernel leaves dropping set-ID bits to the daemon
+    /// (FUSE_HANDLE_KILLPRIV_V2): it then sends no GETATTR before every
+    /// chown, truncate and unprivileged write (docs/design.md, "Set-ID
+    /// bits").
+    killpriv: bool,
 }
 
 const GEN: Generation = Generation(0);
@@ -197,6 +202,7 @@ impl Adapter {
             workers,
             checks,
             opens: checks,
+            killpriv: false,
         }
     }
 
@@ -230,6 +236,45 @@ impl Adapter {
 
     fn attr(&self, i: INodeNo) -> churnfs_engine::Result<Attr> {
         self.engine.getattr(ino(i))
+    }
+
+    /// Whether a SETATTR drops the file's set-ID bits, when the kernel left
+    /// that to us (`killpriv`). fuser does not pass FATTR_KILL_SUIDGID on,
+    /// so this reads what the kernel does from the request itself:
+    /// - a chown (uid or gid given) drops them, whoever calls;
+    /// - a SETATTR that changes nothing but perhaps ctime is a chown(-1,
+    ///   -1), or the kernel's file_remove_privs before an unprivileged
+    ///   write (both drop them on Linux; no other syscall sends one);
+    /// - a truncate drops them when the caller lacks CAP_FSETID (read from
+    ///   /proc only when the file has a set-ID bit to lose).
+    ///
+    /// The engine keeps a directory's bits.
+    fn kill_setid(
+        &self,
+        req: &Request,
+        i: INodeNo,
+        change: &perm::Change,
+        size: Option<u64>,
+    ) -> churnfs_engine::Result<bool> {
+        if !self.killpriv || change.mode.is_some() {
+            return Ok(false);
+        }
+        if change.uid.is_some() || change.gid.is_some() {
+            return Ok(true);
+        }
+        let nothing = size.is_none() && !change.times_given && !change.times_now;
+        if nothing {
+            return Ok(true);
+        }
+        if size.is_none() {
+            return Ok(false);
+        }
+        let a = self.attr(i)?;
+        if perm::without_setid(a.perm) == a.perm {
+            return Ok(false);
+        }
+        let mut caller = ReqCaller::new(req.uid(), req.gid(), req.pid(), &self.stats);
+        Ok(!perm::Caller::capable(&mut caller, perm::Cap::Fsetid))
     }
 
     /// May the caller create a name in `dir`?
@@ -376,6 +421,9 @@ impl Filesystem for Adapter {
         if config.add_capabilities(zero_message_opens).is_err() {
             self.opens = true;
         }
+        self.killpriv = config
+            .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_ok();
         let _ = config.set_max_background(64);
         Ok(())
     }
@@ -441,6 +489,10 @@ impl Filesystem for Adapter {
             mode = perm::setattr(c, &self.attr(i)?, &change)?;
             Ok(())
         });
+        let kill_setid = match self.kill_setid(req, i, &change, size) {
+            Ok(k) => k,
+            Err(e) => return reply.error(errno(&e)),
+        };
         let set = SetAttr {
             mode,
             uid,
@@ -449,6 +501,7 @@ impl Filesystem for Adapter {
             atime: atime.map(set_time),
             mtime: mtime.map(set_time),
             ctime: ctime.map(convert::timespec),
+            kill_setid,
         };
         match self.engine.setattr(ino(i), set) {
             Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
@@ -655,13 +708,16 @@ impl Filesystem for Adapter {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let _turn = self.turn(req, &self.stats.op_write);
-        match self.engine.write(ino(i), offset, data) {
+        // Set only with FUSE_HANDLE_KILLPRIV_V2, for a writer without
+        // CAP_FSETID.
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self.engine.write_as(ino(i), offset, data, kill) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(&e)),
         }
