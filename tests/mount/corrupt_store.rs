@@ -47,6 +47,20 @@ fn damaged_stores_are_refused_or_recovered_consistently() {
         fs::write(m.path(&format!("f{i}")), &data).unwrap();
         written.insert(format!("f{i}"), data);
     }
+    // Files of 4 MiB: their 64 KiB blocks go to fjall's blob files
+    // (store::KV_SEPARATION_BYTES), and 16 MiB is more than one memtable,
+    // so the store holds blob files to damage too.
+    for i in 0..4u32 {
+        let data: Vec<u8> = (0..4u32 << 20)
+            .map(|j| (j.wrapping_mul(2_654_435_761) >> (8 + i)) as u8)
+            .collect();
+        let mut f = fs::File::create(m.path(&format!("big{i}"))).unwrap();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+        written.insert(format!("big{i}"), data);
+    }
+    // fjall writes a full memtable out on a thread of its own.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     m.unmount();
     let pristine = m.dir.path().join("pristine");
     assert!(std::process::Command::new("cp")
@@ -58,6 +72,12 @@ fn damaged_stores_are_refused_or_recovered_consistently() {
         .success());
     let mut db_files = Vec::new();
     files_under(&pristine.join("db"), &mut db_files);
+    assert!(
+        db_files
+            .iter()
+            .any(|f| f.components().any(|c| c.as_os_str() == "blobs")),
+        "no blob file to damage: {db_files:?}"
+    );
     let mut cases = 0;
     for file in db_files
         .iter()

@@ -87,6 +87,10 @@ pub const DB_DIR: &str = "db";
 /// (docs/design.md §7). Set when the store is made.
 pub const MEMTABLE_BYTES: u64 = 8 << 20;
 
+/// Values at least this large are kept apart from fjall's tables (its blob
+/// files). Set when the store is made.
+pub const KV_SEPARATION_BYTES: u32 = 16 << 10;
+
 /// The embedded default: one fjall keyspace holding every record.
 pub struct FjallStore {
     db: fjall::Database,
@@ -123,7 +127,16 @@ impl FjallStore {
             .map_err(fjall_err)?;
         let ks = db
             .keyspace("meta", || {
-                fjall::KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+                fjall::KeyspaceCreateOptions::default()
+                    .max_memtable_size(MEMTABLE_BYTES)
+                    // Data blocks of 16 KiB and more go to blob files, so
+                    // that compaction moves pointers instead of blocks; kept
+                    // in the keyspace when the store is made (docs/design.md
+                    // §10).
+                    .with_kv_separation(Some(
+                        fjall::KvSeparationOptions::default()
+                            .separation_threshold(KV_SEPARATION_BYTES),
+                    ))
             })
             .map_err(fjall_err)?;
         Ok(FjallStore { db, ks })
