@@ -246,7 +246,8 @@ impl Adapter {
     ///   -1), or the kernel's file_remove_privs before an unprivileged
     ///   write (both drop them on Linux; no other syscall sends one);
     /// - a truncate drops them when the caller lacks CAP_FSETID (read from
-    ///   /proc only when the file has a set-ID bit to lose).
+    ///   /proc only when the file has a set-ID bit to lose). `seen`: the
+    ///   attributes the permission check already read, if it ran.
     ///
     /// The engine keeps a directory's bits.
     fn kill_setid(
@@ -255,6 +256,7 @@ impl Adapter {
         i: INodeNo,
         change: &perm::Change,
         size: Option<u64>,
+        seen: Option<Attr>,
     ) -> churnfs_engine::Result<bool> {
         if !self.killpriv || change.mode.is_some() {
             return Ok(false);
@@ -269,7 +271,10 @@ impl Adapter {
         if size.is_none() {
             return Ok(false);
         }
-        let a = self.attr(i)?;
+        let a = match seen {
+            Some(a) => a,
+            None => self.attr(i)?,
+        };
         if perm::without_setid(a.perm) == a.perm {
             return Ok(false);
         }
@@ -485,11 +490,14 @@ impl Filesystem for Adapter {
             through_handle: fh.is_some() && size.is_some(),
         };
         let mut mode = mode;
+        let mut seen = None;
         permit!(self, req, reply, |c| {
-            mode = perm::setattr(c, &self.attr(i)?, &change)?;
+            let a = self.attr(i)?;
+            mode = perm::setattr(c, &a, &change)?;
+            seen = Some(a);
             Ok(())
         });
-        let kill_setid = match self.kill_setid(req, i, &change, size) {
+        let kill_setid = match self.kill_setid(req, i, &change, size, seen) {
             Ok(k) => k,
             Err(e) => return reply.error(errno(&e)),
         };
