@@ -189,11 +189,7 @@ impl FileCtx<'_> {
         let i = self.inode(ino)?;
         i.rec.mtime = now;
         i.rec.ctime = now;
-        let kept = perm::without_setid(i.rec.perm);
-        let cleared = kill_setid && kept != i.rec.perm;
-        if cleared {
-            i.rec.perm = kept;
-        }
+        let cleared = kill_setid && perm::drop_setid(&mut i.rec.perm);
         self.dirty_inode(ino);
         if cleared {
             Stats::inc(&self.stats.setid_cleared);

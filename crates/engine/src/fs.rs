@@ -740,12 +740,10 @@ impl FileCtx<'_> {
         if let Some(gid) = set.gid {
             i.rec.gid = gid;
         }
-        let mut cleared = false;
-        if set.kill_setid && set.mode.is_none() && kind != FileKind::Directory {
-            let kept = perm::without_setid(i.rec.perm);
-            cleared = kept != i.rec.perm;
-            i.rec.perm = kept;
-        }
+        let cleared = set.kill_setid
+            && set.mode.is_none()
+            && kind != FileKind::Directory
+            && perm::drop_setid(&mut i.rec.perm);
         let resolve = |t: SetTime| match t {
             SetTime::Now => now,
             SetTime::At(t) => t,

@@ -142,6 +142,14 @@ pub fn without_setid(perm: u16) -> u16 {
     p
 }
 
+/// Drops `perm`'s set-ID bits as `without_setid` says; whether any went.
+pub fn drop_setid(perm: &mut u16) -> bool {
+    let kept = without_setid(*perm);
+    let dropped = kept != *perm;
+    *perm = kept;
+    dropped
+}
+
 /// A requested attribute change, as far as the checks need it.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Change {
