@@ -43,3 +43,76 @@ fn churned_and_missing_names_are_invalidated_beyond_the_budget() {
     m.unmount();
     m.assert_fsck_clean();
 }
+
+/// A bind mount, undone when dropped, so that a failed assertion does not
+/// leave it on top of the test's mount.
+struct Bind(std::path::PathBuf);
+
+impl Drop for Bind {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Waits up to 5 s for counter `key` to reach `at_least`; returns its value.
+fn wait_for(m: &Mount, key: &str, at_least: u64) -> u64 {
+    let mut v = 0;
+    for _ in 0..200 {
+        v = stat_of(m, key);
+        if v >= at_least {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    v
+}
+
+/// Dropping a directory's cached names at once (one notification for the
+/// directory) would make the kernel detach every mount below it; with a
+/// mount on a file in the directory the names go one by one instead, and
+/// once it is gone the directory goes whole. Lookups answer right either way.
+#[test]
+fn a_mount_in_a_churned_directory_is_never_detached() {
+    let mut m = Mount::new("kernel_negative_max=200,negative_ttl_ms=60000");
+    fs::create_dir(m.path("spool")).unwrap();
+    fs::write(m.path("spool/keep"), b"under").unwrap();
+    let over = m.dir.path().join("over");
+    fs::write(&over, b"over").unwrap();
+    let target = m.path("spool/keep");
+    let st = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&over)
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(st.success(), "bind mount failed");
+    let bind = Bind(target.clone());
+    let miss = |from: usize| {
+        for i in from..from + 1000 {
+            assert!(fs::metadata(m.path(&format!("spool/missing{i}"))).is_err());
+        }
+    };
+    miss(0);
+    assert!(wait_for(&m, "kernel_negative_dir_flush_refused", 1) >= 1);
+    assert!(wait_for(&m, "kernel_negative_invalidated", 700) >= 700);
+    assert_eq!(stat_of(&m, "kernel_negative_dir_flushes"), 0);
+    assert_eq!(
+        fs::read(&target).unwrap(),
+        b"over",
+        "the bind mount is gone"
+    );
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(mountinfo.contains(target.to_str().unwrap()));
+    drop(bind);
+    assert_eq!(fs::read(&target).unwrap(), b"under");
+    miss(1000);
+    assert!(wait_for(&m, "kernel_negative_dir_flushes", 1) >= 1);
+    // After the directory went whole: its file, missing names and new names.
+    assert_eq!(fs::read(&target).unwrap(), b"under");
+    assert!(fs::metadata(m.path("spool/missing1999")).is_err());
+    fs::write(m.path("spool/missing5"), b"now").unwrap();
+    assert_eq!(fs::read(m.path("spool/missing5")).unwrap(), b"now");
+    assert_eq!(stat_of(&m, "kernel_negative_dropped"), 0);
+    m.unmount();
+    m.assert_fsck_clean();
+}

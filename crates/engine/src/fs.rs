@@ -682,6 +682,18 @@ impl Engine {
         self.lock_state()?.child_attr(parent, name)
     }
 
+    /// Where directory `ino` sits and how many names (and subdirectories)
+    /// it holds.
+    pub fn dir_shape(&self, ino: Ino) -> Result<DirShape> {
+        let mut s = self.lock_state()?;
+        let d = s.dir(ino)?;
+        Ok(DirShape {
+            parent: d.rec.parent,
+            entries: d.rec.entries,
+            subdirs: d.rec.nlink.saturating_sub(2),
+        })
+    }
+
     /// The kernel dropped `n` references (FORGET).
     pub fn forget(&self, ino: Ino, n: u64) {
         let Ok(mut s) = self.lock() else { return };

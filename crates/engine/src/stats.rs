@@ -101,6 +101,8 @@ stats! {
     kernel_negative_inval_failed,
     kernel_negative_dropped,
     kernel_negative_compactions,
+    kernel_negative_dir_flushes,
+    kernel_negative_dir_flush_refused,
     // worker threads reading /dev/fuse (adapter)
     workers_parked,
     worker_parks,

@@ -188,6 +188,18 @@ pub struct DirEntry<'a> {
     pub attr: Option<Attr>,
 }
 
+/// A directory's place and size: what the adapter needs to decide whether the
+/// kernel's cached names in it may be dropped all at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirShape {
+    /// The directory holding it (the root is its own parent).
+    pub parent: Ino,
+    /// Names in it.
+    pub entries: u64,
+    /// How many of those names are directories (`nlink - 2`).
+    pub subdirs: u32,
+}
+
 /// Answer to statfs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StatFs {

@@ -186,10 +186,27 @@ fn set_time(t: TimeOrNow) -> SetTime {
     }
 }
 
+/// The engine's answers about directories, for `KernelNegatives`.
+struct EngineDirs(Arc<Engine>);
+
+impl negative::DirProbe for EngineDirs {
+    fn shape(&self, dir: u64) -> Option<churnfs_engine::DirShape> {
+        self.0.dir_shape(Ino(dir)).ok()
+    }
+
+    fn child(&self, parent: u64, name: &[u8]) -> Option<u64> {
+        self.0.child_attr(Ino(parent), name).ok().map(|a| a.ino.0)
+    }
+}
+
 impl Adapter {
     pub fn new(engine: Arc<Engine>, cfg: AdapterConfig) -> Adapter {
         let stats = engine.stats_handle();
-        let negatives = Arc::new(KernelNegatives::new(cfg.kernel_negative_max, stats.clone()));
+        let negatives = Arc::new(KernelNegatives::new(
+            cfg.kernel_negative_max,
+            stats.clone(),
+            Some(Box::new(EngineDirs(engine.clone()))),
+        ));
         let checks = cfg.daemon_checks();
         let workers = Arc::new(Workers::new(cfg.threads.max(1), cfg.spin, stats.clone()));
         let w = workers.clone();
@@ -319,6 +336,22 @@ impl Adapter {
         reply.entry_with_ttls(&Duration::ZERO, &self.cfg.negative_ttl, &attr, GEN);
     }
 
+    /// A lookup or mkdir answered with a directory: remember its name, so
+    /// that its cached names can be dropped with one notification.
+    fn learn_dir(
+        &self,
+        r: &churnfs_engine::Result<churnfs_engine::Attr>,
+        parent: INodeNo,
+        name: &OsStr,
+    ) {
+        if let Ok(a) = r {
+            // "." and ".." are not names the kernel caches.
+            if a.kind == FileKind::Directory && name != "." && name != ".." {
+                self.negatives.learn_dir(a.ino.0, parent.0, name.as_bytes());
+            }
+        }
+    }
+
     /// A name was created: the kernel's dentry for it is positive now.
     fn created(&self, parent: INodeNo, name: &OsStr, ok: bool) {
         if ok {
@@ -399,7 +432,8 @@ pub fn session(
     let negatives = adapter.negatives();
     let workers = adapter.workers.clone();
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
-    negatives.start(session.notifier())?;
+    let fd = std::os::fd::AsFd::as_fd(&session).try_clone_to_owned()?;
+    negatives.start(session.notifier(), fd, mountpoint.to_path_buf())?;
     workers.watch(std::os::fd::AsFd::as_fd(&session))?;
     Ok(session)
 }
@@ -442,7 +476,10 @@ impl Filesystem for Adapter {
         ));
         match self.engine.lookup(ino(parent), name.as_bytes()) {
             Err(EngineError::NotFound) => self.negative(reply, parent, name),
-            r => self.entry(reply, r),
+            r => {
+                self.learn_dir(&r, parent, name);
+                self.entry(reply, r)
+            }
         }
     }
 
@@ -559,6 +596,7 @@ impl Filesystem for Adapter {
             .engine
             .mkdir(ctx(req), ino(parent), name.as_bytes(), mode);
         self.created(parent, name, r.is_ok());
+        self.learn_dir(&r, parent, name);
         self.entry(reply, r);
     }
 

@@ -3,34 +3,68 @@
 //! The kernel keeps a dentry for every name a lookup found missing and for
 //! every name we unlinked, rmdir'ed or renamed away, until memory pressure
 //! (DESIGN.md §1, pathology 3). We track those names in arrival order; when
-//! more than `budget` are tracked, the oldest are handed to a side thread
-//! that sends FUSE_NOTIFY_INVAL_ENTRY for each, so the kernel drops them.
+//! more than `budget` are tracked, some are handed to a side thread that
+//! makes the kernel drop them, in one of two ways:
+//! - a whole directory: when the directory of the name just noted holds at
+//!   least an eighth of the budget, has no subdirectories and few live
+//!   names, one FUSE_NOTIFY_INVAL_ENTRY for the directory's own name drops
+//!   every unused dentry in it (the kernel's `d_invalidate`); see
+//!   docs/design.md §9 for why and for the guards (`DirProbe`, `MountGuard`);
+//! - name by name: otherwise, the oldest eighth of the budget, one
+//!   FUSE_NOTIFY_INVAL_ENTRY each (also the fallback when a directory's
+//!   notification is refused).
 //!
 //! States of a name here: `Absent → Tracked → Invalidating → Absent`.
 //! - `note` (ENOENT lookup, unlink, rmdir, rename source) moves Absent →
 //!   Tracked; a name already tracked stays where it is.
 //! - `forget_name` (the name was created again: a positive dentry now)
 //!   removes it from the set; its queue slot is skipped when popped.
-//! - Beyond the budget, the oldest are sent to the side thread in one batch.
+//! - Beyond the budget, names leave in a batch as above.
 //!
 //! The notifications never come from a request handler: a handler that
 //! sent one for its own directory would wait for the directory lock its own
 //! request holds. The side thread only starts once the session exists.
 //!
 //! Bound: `budget` names tracked and `2 × budget + 64` queue slots
-//! (asserted), plus at most one batch queued. Counter
-//! `kernel_negative_compactions`: how often stale slots were dropped.
-//! Locking: one mutex around the queue and set; never held while notifying.
+//! (asserted), plus at most 8 batches queued; `DIR_NAMES_MAX` learned
+//! directory names. Counter `kernel_negative_compactions`: how often stale
+//! slots were dropped.
+//! Locking: `tracked`, then the engine (through `DirProbe`), then
+//! `dir_names`; none held while notifying.
 
 use churnfs_engine::stats::Stats;
+use churnfs_engine::DirShape;
 use fuser::{INodeNo, Notifier};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 
 type Name = (u64, Box<[u8]>);
+
+/// The root's node id: it has no name to invalidate.
+const ROOT: u64 = 1;
+
+/// Directory names learned from lookups and mkdirs, at most this many; the
+/// map is emptied when full (a directory not in it is dropped name by name).
+const DIR_NAMES_MAX: usize = 4096;
+
+/// Directories refused for a whole-directory drop are not asked about again
+/// for this many notes.
+const REFUSED_NOTES: u64 = 1024;
+
+/// What the engine knows about directories, for the whole-directory drop.
+pub trait DirProbe: Send + Sync {
+    /// Where directory `dir` sits and what it holds; `None` if it is not a
+    /// live directory.
+    fn shape(&self, dir: u64) -> Option<DirShape>;
+    /// The node `name` in `parent` names, if any.
+    fn child(&self, parent: u64, name: &[u8]) -> Option<u64>;
+}
 
 /// Names in arrival order. A name that leaves (`forget_name`) and comes
 /// back gets a new slot with a new generation; a slot is live only while
@@ -41,44 +75,154 @@ type Name = (u64, Box<[u8]>);
 struct Tracked {
     order: VecDeque<(Name, u64)>,
     set: HashMap<Name, u64>,
+    /// Tracked names per directory (entries are never zero).
+    per_dir: HashMap<u64, usize>,
+    /// Directories refused for a whole-directory drop, and the note count
+    /// until which they are not asked about again (at most 64 kept).
+    refused: HashMap<u64, u64>,
+    notes: u64,
     next_gen: u64,
+}
+
+impl Tracked {
+    fn insert(&mut self, key: Name) {
+        let gen = self.next_gen;
+        self.next_gen += 1;
+        *self.per_dir.entry(key.0).or_insert(0) += 1;
+        self.set.insert(key.clone(), gen);
+        self.order.push_back((key, gen));
+    }
+
+    fn remove(&mut self, key: &Name) -> bool {
+        if self.set.remove(key).is_none() {
+            return false;
+        }
+        let n = self
+            .per_dir
+            .get_mut(&key.0)
+            .expect("a tracked name's directory is counted");
+        *n -= 1;
+        if *n == 0 {
+            self.per_dir.remove(&key.0);
+        }
+        true
+    }
+}
+
+/// What the side thread is handed.
+enum Batch {
+    /// Invalidate each name.
+    Names(Vec<Name>),
+    /// Invalidate directory `dir` (named `name` in `parent`): the kernel
+    /// drops every unused dentry in it, `names` among them. If that is
+    /// refused, `names` one by one.
+    Dir {
+        dir: u64,
+        parent: u64,
+        name: Box<[u8]>,
+        names: Vec<Name>,
+    },
 }
 
 pub struct KernelNegatives {
     tracked: Mutex<Tracked>,
     budget: usize,
-    tx: Mutex<Option<SyncSender<Vec<Name>>>>,
+    tx: Mutex<Option<SyncSender<Batch>>>,
     stats: Arc<Stats>,
+    probe: Option<Box<dyn DirProbe>>,
+    /// Directory node → (its parent, its name), as the kernel last heard.
+    dir_names: Mutex<HashMap<u64, Name>>,
 }
 
 impl KernelNegatives {
     /// `budget == 0` turns tracking off (the kernel keeps what it keeps).
-    pub fn new(budget: usize, stats: Arc<Stats>) -> KernelNegatives {
+    /// Without a `probe`, names are always dropped one by one.
+    pub fn new(
+        budget: usize,
+        stats: Arc<Stats>,
+        probe: Option<Box<dyn DirProbe>>,
+    ) -> KernelNegatives {
         Stats::set(&stats.kernel_negative_budget, budget as u64);
         KernelNegatives {
             tracked: Mutex::new(Tracked {
                 order: VecDeque::new(),
                 set: HashMap::new(),
+                per_dir: HashMap::new(),
+                refused: HashMap::new(),
+                notes: 0,
                 next_gen: 0,
             }),
             budget,
             tx: Mutex::new(None),
             stats,
+            probe,
+            dir_names: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Starts the side thread that sends the invalidations.
-    pub fn start(&self, notifier: Notifier) -> std::io::Result<()> {
+    /// Starts the side thread that sends the invalidations. `mountpoint`
+    /// is where this filesystem is mounted (for `MountGuard`).
+    ///
+    /// `session_fd` is a duplicate of the session's descriptor: a
+    /// directory's notification is written there by hand, since fuser's
+    /// `Notifier` reports the kernel's ENOENT (the name is not in its
+    /// cache) as success, and for a directory that answer decides whether
+    /// its names must go one by one.
+    pub fn start(
+        &self,
+        notifier: Notifier,
+        session_fd: OwnedFd,
+        mountpoint: PathBuf,
+    ) -> std::io::Result<()> {
         // A few batches may wait; beyond that `note` sends nothing rather
         // than block a request handler (the names are dropped from tracking
         // and counted).
-        let (tx, rx) = sync_channel::<Vec<Name>>(8);
+        let (tx, rx) = sync_channel::<Batch>(8);
         let stats = self.stats.clone();
         std::thread::Builder::new()
             .name("churnfs-inval".into())
             .spawn(move || {
+                let mut guard = MountGuard {
+                    mountpoint,
+                    dev: None,
+                };
                 for batch in rx {
-                    for (parent, name) in batch {
+                    let names = match batch {
+                        Batch::Names(names) => names,
+                        Batch::Dir {
+                            dir,
+                            parent,
+                            name,
+                            names,
+                        } => {
+                            if guard.clear() {
+                                match inval_entry_raw(&session_fd, parent, &name) {
+                                    Ok(()) => {
+                                        Stats::inc(&stats.kernel_negative_dir_flushes);
+                                        Stats::add(
+                                            &stats.kernel_negative_invalidated,
+                                            names.len() as u64,
+                                        );
+                                        continue;
+                                    }
+                                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return,
+                                    // Not in the kernel's cache under that
+                                    // name (ENOENT: a caller's working
+                                    // directory, dropped by an earlier
+                                    // notification and not looked up by
+                                    // name since, still holds its
+                                    // children): name by name.
+                                    Err(e) => {
+                                        tracing::debug!("directory {dir}: {e}");
+                                    }
+                                }
+                            }
+                            tracing::debug!("directory {dir}: its names are dropped one by one");
+                            Stats::inc(&stats.kernel_negative_dir_flush_refused);
+                            names
+                        }
+                    };
+                    for (parent, name) in names {
                         match notifier.inval_entry(INodeNo(parent), OsStr::from_bytes(&name)) {
                             Ok(()) => Stats::inc(&stats.kernel_negative_invalidated),
                             // The connection is gone: unmounting.
@@ -92,6 +236,53 @@ impl KernelNegatives {
         Ok(())
     }
 
+    /// The kernel now has a dentry for directory `dir` as `parent/name`.
+    pub fn learn_dir(&self, dir: u64, parent: u64, name: &[u8]) {
+        if self.budget == 0 || self.probe.is_none() {
+            return;
+        }
+        let mut m = self.dir_names.lock().unwrap_or_else(|p| p.into_inner());
+        if m.get(&dir)
+            .is_some_and(|(p, n)| *p == parent && **n == *name)
+        {
+            return;
+        }
+        if m.len() >= DIR_NAMES_MAX {
+            m.clear();
+        }
+        m.insert(dir, (parent, name.into()));
+    }
+
+    /// Whether every unused dentry in `dir` may be dropped at once, and if
+    /// so under which name the kernel knows `dir`. `tracked` is how many
+    /// names of `dir` we track.
+    fn whole_dir(&self, dir: u64, tracked: usize) -> Option<(u64, Box<[u8]>)> {
+        let probe = self.probe.as_ref()?;
+        if dir == ROOT {
+            return None;
+        }
+        let shape = probe.shape(dir)?;
+        // Subdirectories: the kernel would also walk them, and detach any
+        // mount below. Live names: their cached dentries go too, so they
+        // may be at most a quarter of what is dropped.
+        if shape.subdirs > 0 || shape.entries > tracked as u64 / 4 || shape.parent.0 == dir {
+            return None;
+        }
+        let (parent, name) = {
+            let m = self.dir_names.lock().unwrap_or_else(|p| p.into_inner());
+            m.get(&dir)?.clone()
+        };
+        if parent != shape.parent.0 || probe.child(parent, &name) != Some(dir) {
+            // Renamed or removed since we learned it.
+            self.dir_names
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&dir);
+            return None;
+        }
+        Some((parent, name))
+    }
+
     /// The kernel may now hold a negative dentry for `parent/name`.
     pub fn note(&self, parent: u64, name: &[u8]) {
         if self.budget == 0 {
@@ -103,29 +294,33 @@ impl KernelNegatives {
             if t.set.contains_key(&key) {
                 return;
             }
-            let gen = t.next_gen;
-            t.next_gen += 1;
-            t.set.insert(key.clone(), gen);
-            t.order.push_back((key, gen));
-            let mut batch = Vec::new();
-            // Invalidate down to 7/8 of the budget, so that notifications go
-            // out in batches rather than one per note.
+            t.notes += 1;
+            t.insert(key.clone());
+            let mut batch = None;
             if t.set.len() > self.budget {
+                batch = self.whole_dir_batch(&mut t, &key);
+            }
+            if t.set.len() > self.budget && batch.is_none() {
+                // Invalidate down to 7/8 of the budget, so that
+                // notifications go out in batches rather than one per note.
                 let target = self.budget - self.budget / 8;
+                let mut names = Vec::new();
                 while t.set.len() > target {
                     let Some((old, g)) = t.order.pop_front() else {
                         break;
                     };
                     if t.set.get(&old) == Some(&g) {
-                        t.set.remove(&old);
-                        batch.push(old);
+                        t.remove(&old);
+                        names.push(old);
                     }
                 }
+                batch = Some(Batch::Names(names));
             }
             if t.order.len() > 2 * self.budget + 64 {
-                // Stale slots (names created again); compact them away. What
-                // is left is one slot per tracked name: the next compaction
-                // is at least `budget + 64` notes away.
+                // Stale slots (names created again, or dropped with their
+                // directory); compact them away. What is left is one slot
+                // per tracked name: the next compaction is at least
+                // `budget + 64` notes away.
                 let Tracked { order, set, .. } = &mut *t;
                 order.retain(|(n, g)| set.get(n) == Some(g));
                 Stats::inc(&self.stats.kernel_negative_compactions);
@@ -141,15 +336,54 @@ impl KernelNegatives {
             Stats::set(&self.stats.kernel_negative_tracked, t.set.len() as u64);
             batch
         };
-        if batch.is_empty() {
-            return;
-        }
+        let Some(batch) = batch else { return };
+        let n = match &batch {
+            Batch::Names(v) | Batch::Dir { names: v, .. } => v.len() as u64,
+        };
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        let n = batch.len() as u64;
         match tx.as_ref().map(|tx| tx.try_send(batch)) {
             Some(Ok(())) => {}
             _ => Stats::add(&self.stats.kernel_negative_dropped, n),
         }
+    }
+
+    /// Over the budget: if the directory of the name just noted (`key`)
+    /// holds enough of the tracked names and may be dropped whole, its
+    /// names leave the set in one `Batch::Dir`. The name just noted stays
+    /// tracked: its reply has not reached the kernel yet, so its dentry
+    /// may appear after the directory was dropped.
+    fn whole_dir_batch(&self, t: &mut Tracked, key: &Name) -> Option<Batch> {
+        let dir = key.0;
+        let count = t.per_dir.get(&dir).copied().unwrap_or(0);
+        if count < (self.budget / 8).max(2) {
+            return None;
+        }
+        if t.refused.get(&dir).is_some_and(|until| t.notes < *until) {
+            return None;
+        }
+        let Some((parent, name)) = self.whole_dir(dir, count) else {
+            if t.refused.len() >= 64 {
+                t.refused.clear();
+            }
+            let until = t.notes + REFUSED_NOTES;
+            t.refused.insert(dir, until);
+            return None;
+        };
+        let names: Vec<Name> = t
+            .set
+            .keys()
+            .filter(|k| k.0 == dir && *k != key)
+            .cloned()
+            .collect();
+        for k in &names {
+            t.remove(k);
+        }
+        Some(Batch::Dir {
+            dir,
+            parent,
+            name,
+            names,
+        })
     }
 
     /// `parent/name` exists again: the kernel's dentry for it is positive.
@@ -159,7 +393,7 @@ impl KernelNegatives {
         }
         let key: Name = (parent, name.into());
         let mut t = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
-        if t.set.remove(&key).is_some() {
+        if t.remove(&key) {
             Stats::set(&self.stats.kernel_negative_tracked, t.set.len() as u64);
         }
     }
@@ -173,6 +407,127 @@ impl KernelNegatives {
     }
 }
 
+/// FUSE_NOTIFY_INVAL_ENTRY for `parent/name`, written to the session's
+/// descriptor, with the kernel's answer as is (fuser 0.18 turns ENOENT into
+/// success). The message is the protocol's `fuse_out_header` (length, the
+/// notification code in the error field, unique 0) and
+/// `fuse_notify_inval_entry_out` (parent, name length, flags 0), then the
+/// name and a NUL.
+fn inval_entry_raw(fd: &OwnedFd, parent: u64, name: &[u8]) -> std::io::Result<()> {
+    const FUSE_NOTIFY_INVAL_ENTRY: i32 = 3;
+    let len = 16 + 16 + name.len() + 1;
+    let mut msg = Vec::with_capacity(len);
+    msg.extend_from_slice(&(len as u32).to_ne_bytes());
+    msg.extend_from_slice(&FUSE_NOTIFY_INVAL_ENTRY.to_ne_bytes());
+    msg.extend_from_slice(&0u64.to_ne_bytes());
+    msg.extend_from_slice(&parent.to_ne_bytes());
+    msg.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes());
+    msg.extend_from_slice(name);
+    msg.push(0);
+    // SAFETY: `msg` is a live buffer of `msg.len()` bytes and `fd` an open
+    // descriptor for the duration of the call.
+    let n = unsafe { libc::write(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // A write to /dev/fuse takes the whole message or fails.
+    assert_eq!(n as usize, msg.len(), "short write of a notification");
+    Ok(())
+}
+
+/// Before a whole directory is dropped: the kernel's `d_invalidate` detaches
+/// every mount on a dentry below the directory, in every mount namespace.
+/// Directories with subdirectories are never dropped whole; a mount on the
+/// directory itself or on a file in it is found here: the guard refuses
+/// while any mount namespace it can see through `/proc` has a mount whose
+/// parent is a mount of this filesystem. Checked before every drop.
+struct MountGuard {
+    mountpoint: PathBuf,
+    /// This filesystem's device number, read once.
+    dev: Option<u64>,
+}
+
+impl MountGuard {
+    fn clear(&mut self) -> bool {
+        let dev = match self.dev {
+            Some(d) => d,
+            None => match std::fs::metadata(&self.mountpoint) {
+                Ok(m) => *self.dev.insert(m.dev()),
+                Err(_) => return false,
+            },
+        };
+        match mounts_on(dev) {
+            Ok(found) => !found,
+            Err(e) => {
+                tracing::debug!("mount check failed: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// Whether a mount sits on a dentry of the filesystem with device `dev` in
+/// any mount namespace of the processes in `/proc`.
+fn mounts_on(dev: u64) -> std::io::Result<bool> {
+    let want = (libc::major(dev), libc::minor(dev));
+    let mut seen = HashSet::new();
+    // Our own namespace first: it is where a mount is most likely.
+    let mut tables = vec![PathBuf::from("/proc/self/mountinfo")];
+    if let Ok(ns) = std::fs::read_link("/proc/self/ns/mnt") {
+        seen.insert(ns);
+    }
+    for e in std::fs::read_dir("/proc")?.flatten() {
+        let pid = e.file_name();
+        if !pid.as_bytes().iter().all(u8::is_ascii_digit) {
+            continue;
+        }
+        let p = e.path();
+        // A process that exits meanwhile, or a kernel thread, has none.
+        if let Ok(ns) = std::fs::read_link(p.join("ns/mnt")) {
+            if seen.insert(ns) {
+                tables.push(p.join("mountinfo"));
+            }
+        }
+    }
+    for t in tables {
+        let Ok(text) = std::fs::read_to_string(&t) else {
+            continue;
+        };
+        if mount_on_dev(&text, want) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// In one mountinfo table: does a mount have, as its parent, a mount of
+/// device `want` (major, minor)?
+fn mount_on_dev(mountinfo: &str, want: (u32, u32)) -> bool {
+    let mut ours = HashSet::new();
+    let mut lines = Vec::new();
+    for line in mountinfo.lines() {
+        let mut f = line.split(' ');
+        let (Some(id), Some(parent), Some(dev)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let Some((maj, min)) = dev.split_once(':') else {
+            continue;
+        };
+        let (Ok(maj), Ok(min)) = (maj.parse::<u32>(), min.parse::<u32>()) else {
+            continue;
+        };
+        if (maj, min) == want {
+            ours.insert(id);
+        }
+        lines.push((id, parent));
+    }
+    // (A namespace's root mount is its own parent.)
+    lines
+        .iter()
+        .any(|(id, parent)| ours.contains(parent) && id != parent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,7 +536,7 @@ mod tests {
     #[test]
     fn tracking_stays_within_the_budget_and_skips_recreated_names() {
         let stats = Arc::new(Stats::default());
-        let k = KernelNegatives::new(16, stats.clone());
+        let k = KernelNegatives::new(16, stats.clone(), None);
         for i in 0..100u32 {
             k.note(1, &i.to_le_bytes());
             assert!(k.tracked() <= 16);
@@ -206,7 +561,7 @@ mod tests {
     #[test]
     fn names_used_again_leave_no_stale_slots_behind() {
         let stats = Arc::new(Stats::default());
-        let k = KernelNegatives::new(16, stats.clone());
+        let k = KernelNegatives::new(16, stats.clone(), None);
         let rounds = 1_000u32;
         for _ in 0..rounds {
             for i in 0..10u32 {
@@ -227,9 +582,98 @@ mod tests {
         assert_eq!(stats.kernel_negative_dropped.load(Relaxed), 0);
     }
 
+    /// A fake engine: directory 5 named "d" in the root, holding
+    /// `entries` names and `subdirs` directories.
+    struct Dirs {
+        entries: u64,
+        subdirs: u32,
+        named: u64,
+    }
+
+    impl DirProbe for Dirs {
+        fn shape(&self, dir: u64) -> Option<DirShape> {
+            (dir == 5).then_some(DirShape {
+                parent: churnfs_engine::Ino(1),
+                entries: self.entries,
+                subdirs: self.subdirs,
+            })
+        }
+        fn child(&self, parent: u64, name: &[u8]) -> Option<u64> {
+            (parent == 1 && name == b"d").then_some(self.named)
+        }
+    }
+
+    /// Notes 17 names in directory 5 with a budget of 16; returns how many
+    /// stay tracked (1 when the directory went whole, 14 when the oldest
+    /// eighth went name by name).
+    fn left_after_overflow(probe: Dirs, learn: bool) -> usize {
+        let k = KernelNegatives::new(16, Arc::new(Stats::default()), Some(Box::new(probe)));
+        if learn {
+            k.learn_dir(5, 1, b"d");
+        }
+        for i in 0..17u32 {
+            k.note(5, &i.to_le_bytes());
+        }
+        k.tracked()
+    }
+
+    #[test]
+    fn a_directory_of_churned_names_goes_whole() {
+        let ok = || Dirs {
+            entries: 3,
+            subdirs: 0,
+            named: 5,
+        };
+        // All but the name just noted (its reply is still on its way).
+        assert_eq!(left_after_overflow(ok(), true), 1);
+        // The refusals: a subdirectory, too many live names, a name we
+        // never heard, a name that now means another directory.
+        assert_eq!(left_after_overflow(Dirs { subdirs: 1, ..ok() }, true), 14);
+        assert_eq!(left_after_overflow(Dirs { entries: 5, ..ok() }, true), 14);
+        assert_eq!(left_after_overflow(ok(), false), 14);
+        assert_eq!(left_after_overflow(Dirs { named: 6, ..ok() }, true), 14);
+    }
+
+    #[test]
+    fn the_root_never_goes_whole() {
+        struct Root;
+        impl DirProbe for Root {
+            fn shape(&self, _: u64) -> Option<DirShape> {
+                Some(DirShape {
+                    parent: churnfs_engine::Ino(1),
+                    entries: 0,
+                    subdirs: 0,
+                })
+            }
+            fn child(&self, _: u64, _: &[u8]) -> Option<u64> {
+                Some(1)
+            }
+        }
+        let k = KernelNegatives::new(16, Arc::new(Stats::default()), Some(Box::new(Root)));
+        k.learn_dir(1, 1, b"x");
+        for i in 0..17u32 {
+            k.note(1, &i.to_le_bytes());
+        }
+        assert_eq!(k.tracked(), 14);
+    }
+
+    #[test]
+    fn mounts_on_this_filesystem_are_found_in_mountinfo() {
+        // 40 is this filesystem (0:50) at /mnt; 41 a bind mount of a file
+        // inside it; 42 a bind mount of a subtree of it elsewhere.
+        let base = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                    40 22 0:50 / /mnt rw - fuse.churnfs /s rw\n";
+        let on_ours = format!("{base}41 40 8:1 /etc/hosts /mnt/d/f rw - ext4 /dev/sda1 rw\n");
+        let ours_elsewhere = format!("{base}42 22 0:50 /d /srv rw - fuse.churnfs /s rw\n");
+        assert!(!mount_on_dev(base, (0, 50)));
+        assert!(mount_on_dev(&on_ours, (0, 50)));
+        assert!(!mount_on_dev(&ours_elsewhere, (0, 50)));
+        assert!(!mount_on_dev(&on_ours, (0, 51)));
+    }
+
     #[test]
     fn zero_budget_tracks_nothing() {
-        let k = KernelNegatives::new(0, Arc::new(Stats::default()));
+        let k = KernelNegatives::new(0, Arc::new(Stats::default()), None);
         k.note(1, b"x");
         assert_eq!(k.tracked(), 0);
     }
