@@ -116,3 +116,56 @@ fn a_mount_in_a_churned_directory_is_never_detached() {
     m.unmount();
     m.assert_fsck_clean();
 }
+
+/// Four threads churn in four directories while the budget overflows and
+/// directories are dropped whole; one directory is renamed halfway (its
+/// learned name goes stale). Every answer stays right: a file just written
+/// reads back, an unlinked or never-made name is missing, a kept file keeps
+/// its bytes.
+#[test]
+fn churn_in_several_directories_stays_right_while_they_go_whole() {
+    let mut m = Mount::new("kernel_negative_max=300,negative_ttl_ms=60000");
+    let root = m.mnt.clone();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let root = root.clone();
+            s.spawn(move || {
+                let mut dir = root.join(format!("d{t}"));
+                fs::create_dir(&dir).unwrap();
+                fs::write(dir.join("keep"), format!("kept {t}")).unwrap();
+                for i in 0..1500 {
+                    if t == 0 && i == 750 {
+                        let moved = root.join("d0-moved");
+                        fs::rename(&dir, &moved).unwrap();
+                        dir = moved;
+                    }
+                    let f = dir.join(format!("f{i}"));
+                    fs::write(&f, i.to_string()).unwrap();
+                    assert_eq!(fs::read_to_string(&f).unwrap(), i.to_string());
+                    fs::remove_file(&f).unwrap();
+                    assert!(fs::metadata(&f).is_err(), "{f:?} still there");
+                    assert!(fs::metadata(dir.join(format!("never{i}"))).is_err());
+                    if i % 250 == 0 {
+                        assert_eq!(
+                            fs::read_to_string(dir.join("keep")).unwrap(),
+                            format!("kept {t}")
+                        );
+                    }
+                }
+                assert_eq!(
+                    fs::read_to_string(dir.join("keep")).unwrap(),
+                    format!("kept {t}")
+                );
+            });
+        }
+    });
+    assert!(wait_for(&m, "kernel_negative_dir_flushes", 1) >= 1);
+    assert!(stat_of(&m, "kernel_negative_tracked") <= 300);
+    assert!(fs::metadata(m.path("d0")).is_err());
+    assert_eq!(
+        fs::read_to_string(m.path("d0-moved/keep")).unwrap(),
+        "kept 0"
+    );
+    m.unmount();
+    m.assert_fsck_clean();
+}
