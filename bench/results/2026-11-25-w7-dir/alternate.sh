@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# W7 (--secs 1) on fresh mounts, alternating floor-spin, churnfs build A and
+# W7 (--secs $SECS, default 1) on fresh mounts, alternating floor-spin, churnfs build A and
 # churnfs build B: bash alternate.sh A_BIN_DIR B_BIN_DIR (each holds churnfs
 # and churnfs-bench; ROUNDS, default 5). Root only; unmounts what it mounts.
 set -u
@@ -11,7 +11,7 @@ for r in $(seq "${ROUNDS:-5}"); do
     st=$(mktemp -d /tmp/churnfs-bench.alt.XXXXXX)
     PATH="$bin:$PATH" CHURNFS_BIN="$bin/churnfs" bash targets/$t.sh up "$st" >/dev/null 2>&1 || { echo "up $t failed"; continue; }
     d="$st/mnt"; [ "$t" = churnfs-tmpfs ] && { mkdir -p "$d/bench"; d="$d/bench"; }
-    res=$(PATH="$bin:$PATH" churnfs-bench w7 --dir "$d" --secs 1 | grep -E 'fresh_missing_us|first_missing_us' | tr '\n' ' ')
+    res=$(PATH="$bin:$PATH" churnfs-bench w7 --dir "$d" --secs "${SECS:-1}" | grep -E 'fresh_missing_us|first_missing_us' | tr '\n' ' ')
     s=""
     [ "$t" = churnfs-tmpfs ] && s=$("$bin/churnfs" stats "$st/mnt" | grep -E '^kernel_negative_(invalidated|dir_flushes|dropped) ' | tr '\n' ' ')
     echo "round $r $side: $res| $s"

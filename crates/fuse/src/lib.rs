@@ -431,12 +431,15 @@ pub fn session(
     cfg: AdapterConfig,
 ) -> std::io::Result<fuser::Session<Adapter>> {
     let config = fuser_config(&cfg);
+    // The side thread finds this filesystem's device by the mountpoint's
+    // path later, whatever the working directory is then.
+    let absolute = std::fs::canonicalize(mountpoint)?;
     let adapter = Adapter::new(engine, cfg);
     let negatives = adapter.negatives();
     let workers = adapter.workers.clone();
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
     let fd = std::os::fd::AsFd::as_fd(&session).try_clone_to_owned()?;
-    negatives.start(session.notifier(), fd, mountpoint.to_path_buf())?;
+    negatives.start(session.notifier(), fd, absolute)?;
     workers.watch(std::os::fd::AsFd::as_fd(&session))?;
     Ok(session)
 }
