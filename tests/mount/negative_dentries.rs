@@ -169,3 +169,24 @@ fn churn_in_several_directories_stays_right_while_they_go_whole() {
     m.unmount();
     m.assert_fsck_clean();
 }
+
+/// A caller that works in the directory by relative names (a spool daemon
+/// that changed into its spool) holds the directory's dentry; after each
+/// whole-directory drop the side thread walks the directory's path, so the
+/// kernel finds it by name again and every drop after the first works too.
+#[test]
+fn a_working_directory_goes_whole_again_and_again() {
+    let mut m = Mount::new("kernel_negative_max=200,negative_ttl_ms=60000");
+    fs::create_dir_all(m.path("a/spool")).unwrap();
+    let st = std::process::Command::new("sh")
+        .current_dir(m.path("a/spool"))
+        .arg("-c")
+        .arg("i=0; while [ $i -lt 1500 ]; do [ -e m$i ] && exit 1; i=$((i+1)); done")
+        .status()
+        .unwrap();
+    assert!(st.success(), "a missing name was found");
+    assert!(wait_for(&m, "kernel_negative_dir_flushes", 3) >= 3);
+    assert_eq!(stat_of(&m, "kernel_negative_dir_flush_refused"), 0);
+    m.unmount();
+    m.assert_fsck_clean();
+}

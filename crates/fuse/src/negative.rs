@@ -121,6 +121,9 @@ enum Batch {
         parent: u64,
         name: Box<[u8]>,
         names: Vec<Name>,
+        /// The directory's path below the mountpoint, when every ancestor's
+        /// name is known: walked after the notification (see `start`).
+        path: Option<PathBuf>,
     },
 }
 
@@ -194,10 +197,21 @@ impl KernelNegatives {
                             parent,
                             name,
                             names,
+                            path,
                         } => {
                             if guard.clear() {
                                 match inval_entry_raw(&session_fd, parent, &name) {
                                     Ok(()) => {
+                                        // A caller working in the directory
+                                        // by relative names keeps the
+                                        // dropped dentry; a walk by its
+                                        // path puts that dentry back under
+                                        // its name, so the next notification
+                                        // finds it.
+                                        if let Some(p) = path {
+                                            let _ =
+                                                std::fs::symlink_metadata(guard.mountpoint.join(p));
+                                        }
                                         Stats::inc(&stats.kernel_negative_dir_flushes);
                                         Stats::add(
                                             &stats.kernel_negative_invalidated,
@@ -380,12 +394,38 @@ impl KernelNegatives {
         for k in &names {
             t.remove(k);
         }
+        let path = self.path_of(parent, &name);
         Some(Batch::Dir {
             dir,
             parent,
             name,
             names,
+            path,
         })
+    }
+
+    /// The path below the mountpoint of `name` in directory `parent`, from
+    /// the learned names of `parent` and its ancestors; `None` if one is
+    /// unknown, stale or the chain is deeper than 64.
+    fn path_of(&self, parent: u64, name: &[u8]) -> Option<PathBuf> {
+        let probe = self.probe.as_ref()?;
+        let mut parts: Vec<Box<[u8]>> = vec![name.into()];
+        let mut at = parent;
+        while at != ROOT {
+            if parts.len() > 64 {
+                return None;
+            }
+            let (up, n) = {
+                let m = self.dir_names.lock().unwrap_or_else(|p| p.into_inner());
+                m.get(&at)?.clone()
+            };
+            if probe.shape(at)?.parent.0 != up {
+                return None;
+            }
+            parts.push(n);
+            at = up;
+        }
+        Some(parts.iter().rev().map(|p| OsStr::from_bytes(p)).collect())
     }
 
     /// `parent/name` exists again: the kernel's dentry for it is positive.
