@@ -325,18 +325,20 @@ impl Adapter {
 
     /// Replies to a lookup that found nothing: a negative entry the kernel
     /// may keep for `negative_ttl` (counted against the budget), or ENOENT.
-    /// The name is noted after the reply, while the caller reads it: a
-    /// create of the same name racing in between is noted as missing once
-    /// too many, which costs one needless invalidation, never a stale entry.
+    ///
+    /// The name is noted before the reply: a create of it can only come
+    /// after the reply, so its `forget_name` always follows the note and no
+    /// name the kernel holds as positive stays tracked. That matters: an
+    /// invalidation of a positive dentry detaches any mount on it.
     fn negative(&self, reply: ReplyEntry, parent: INodeNo, name: &OsStr) {
+        self.negatives.note(parent.0, name.as_bytes());
         if self.cfg.negative_ttl.is_zero() {
             reply.error(fuser::Errno::ENOENT);
-        } else {
-            // Node id 0 is the protocol's negative entry.
-            let attr = convert::negative_attr();
-            reply.entry_with_ttls(&Duration::ZERO, &self.cfg.negative_ttl, &attr, GEN);
+            return;
         }
-        self.negatives.note(parent.0, name.as_bytes());
+        // Node id 0 is the protocol's negative entry.
+        let attr = convert::negative_attr();
+        reply.entry_with_ttls(&Duration::ZERO, &self.cfg.negative_ttl, &attr, GEN);
     }
 
     /// A lookup or mkdir answered with a directory: remember its name, so
@@ -610,22 +612,22 @@ impl Filesystem for Adapter {
         let _turn = self.turn(req, &self.stats.op_unlink);
         permit!(self, req, reply, |c| self.may_delete(c, parent, name));
         let r = self.engine.unlink(ino(parent), name.as_bytes());
-        let removed = r.is_ok();
-        Self::empty(reply, r);
-        if removed {
+        // Noted before the reply, like a missing name (see `negative`).
+        if r.is_ok() {
             self.negatives.note(parent.0, name.as_bytes());
         }
+        Self::empty(reply, r);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _turn = self.turn(req, &self.stats.op_rmdir);
         permit!(self, req, reply, |c| self.may_delete(c, parent, name));
         let r = self.engine.rmdir(ino(parent), name.as_bytes());
-        let removed = r.is_ok();
-        Self::empty(reply, r);
-        if removed {
+        // Noted before the reply, like a missing name (see `negative`).
+        if r.is_ok() {
             self.negatives.note(parent.0, name.as_bytes());
         }
+        Self::empty(reply, r);
     }
 
     fn symlink(

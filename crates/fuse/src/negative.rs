@@ -364,10 +364,10 @@ impl KernelNegatives {
     /// Over the budget: if the directory of the name just noted (`key`)
     /// holds enough of the tracked names and may be dropped whole, its
     /// names leave the set in one `Batch::Dir`. The name just noted stays
-    /// tracked: the kernel makes its dentry in the caller's thread once
-    /// that wakes up with our reply, which may be after the directory was
-    /// dropped. (Other names in flight at that moment, at most one per
-    /// worker thread, are dropped with the directory's next notification.)
+    /// tracked: its reply has not been sent yet, and the kernel makes its
+    /// dentry after it, possibly after the directory was dropped. (Other
+    /// names in flight at that moment, at most one per worker thread, are
+    /// dropped with the directory's next notification.)
     fn whole_dir_batch(&self, t: &mut Tracked, key: &Name) -> Option<Batch> {
         let dir = key.0;
         let count = t.per_dir.get(&dir).copied().unwrap_or(0);
@@ -499,7 +499,8 @@ impl MountGuard {
                 Err(_) => return false,
             },
         };
-        match mounts_on(dev) {
+        let r = mounts_on(dev);
+        match r {
             Ok(found) => !found,
             Err(e) => {
                 tracing::debug!("mount check failed: {e}");
