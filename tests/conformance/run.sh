@@ -131,7 +131,7 @@ run_stress_ng() {
   # With extended attributes on, so that its xattr stressor exercises them,
   # and a small kernel negative-dentry budget, so that the dropping of
   # cached names (a directory at a time, or one by one) runs all along
-  # under its whole operation mix (about 2,000 directory drops in a run).
+  # under its whole operation mix (about 700 directory drops in a run).
   mount_fresh xattr=1,kernel_negative_max=256
   log "stress-ng --class filesystem --seq 1 -t ${STRESS_SECS}s"
   # binderfs is not a filesystem on a path (it needs the binder driver, absent here).
