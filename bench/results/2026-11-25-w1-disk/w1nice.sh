@@ -2,8 +2,8 @@
 # W1 on churnfs-disk, fresh mount per run; with nice=10 the daemon's background threads
 # (fjall:worker, churnfs-commit, churnfs-reclaim) are reniced first. NS: W1 levels.
 set -u
-cd /work/main/bench
-export PATH=$HOME/.cache/churnfs-target/release:$PATH
+cd "$(dirname "$0")/../.."
+export PATH=${CARGO_TARGET_DIR:-$HOME/.cache/churnfs-target}/release:$PATH
 for r in $(seq ${ROUNDS:-2}); do
   for n in 0 10; do
     st=$(mktemp -d /tmp/churnfs-bench.alt.XXXXXX)
