@@ -50,7 +50,11 @@ pub const TRUNCATES_PENDING_MAX: usize = 1024;
 /// new range, so the total never exceeds the bound. The set also keeps the
 /// gauge `truncates_pending`.
 pub struct PendingTruncates {
-    ranges: InoMap<(u64, u64)>,
+    /// `(from, to, generation)`: the generation changes with every `set`,
+    /// so the reclaim thread can tell a range that was changed and changed
+    /// back from one nobody touched (`stamp`).
+    ranges: InoMap<(u64, u64, u64)>,
+    next_gen: u64,
     max: usize,
 }
 
@@ -59,12 +63,24 @@ impl PendingTruncates {
     pub fn new(max: usize) -> PendingTruncates {
         PendingTruncates {
             ranges: InoMap::default(),
+            next_gen: 0,
             max,
         }
     }
 
     pub fn get(&self, ino: Ino) -> Option<(u64, u64)> {
+        self.ranges.get(&ino).map(|&(from, to, _)| (from, to))
+    }
+
+    /// The range with its generation: equal stamps at two moments mean no
+    /// `set` or `remove` happened to it in between.
+    pub fn stamp(&self, ino: Ino) -> Option<(u64, u64, u64)> {
         self.ranges.get(&ino).copied()
+    }
+
+    fn generation(&mut self) -> u64 {
+        self.next_gen += 1;
+        self.next_gen
     }
 
     /// Room for one more file (or `ino` already has a range). Checked
@@ -80,7 +96,8 @@ impl PendingTruncates {
     /// `has_room`.
     pub fn set(&mut self, ino: Ino, from: u64, to: u64, stats: &Stats) -> bool {
         assert!(from < to, "empty truncate range {from}..{to} for {ino}");
-        let new = self.ranges.insert(ino, (from, to)).is_none();
+        let gen = self.generation();
+        let new = self.ranges.insert(ino, (from, to, gen)).is_none();
         if new {
             assert!(
                 self.ranges.len() <= self.max,
@@ -94,7 +111,8 @@ impl PendingTruncates {
     /// A range found on the store at mount.
     pub fn restore(&mut self, ino: Ino, from: u64, to: u64, stats: &Stats) {
         assert!(from < to, "empty truncate range {from}..{to} for {ino}");
-        if self.ranges.insert(ino, (from, to)).is_none() {
+        let gen = self.generation();
+        if self.ranges.insert(ino, (from, to, gen)).is_none() {
             Stats::inc(&stats.truncates_pending);
             if self.ranges.len() > self.max {
                 Stats::inc(&stats.truncates_over_share);
