@@ -463,30 +463,28 @@ impl Engine {
                 if s.part(ino).truncates.stamp(ino) != Some(seen) {
                     return Ok(());
                 }
-                let (from2, to2) = (from, to);
                 // With the commit lock held nothing is staged: this reads
                 // what the store holds.
                 let stored = match self.store.get(&format::truncate_key(ino))? {
                     Some(v) => Some(format::decode_truncate(ino, &v)?),
                     None => None,
                 };
-                if stored != Some((from2, to2)) {
+                if stored != Some((from, to)) {
                     // Changed since the last commit, which queues it again.
                     return Ok(());
                 }
                 for &n in &found {
-                    if n >= from2 && n < to2 {
-                        batch.delete(format::block_key(ino, BlockNo(n)));
-                    }
+                    assert!(
+                        n >= from && n < to,
+                        "scanned block {n} outside {from}..{to}"
+                    );
+                    batch.delete(format::block_key(ino, BlockNo(n)));
                 }
-                let next = reached.min(to2);
-                if next >= to2 {
+                let next = reached.min(to);
+                if next >= to {
                     batch.delete(format::truncate_key(ino));
                 } else {
-                    batch.put(
-                        format::truncate_key(ino),
-                        format::encode_truncate(next, to2),
-                    );
+                    batch.put(format::truncate_key(ino), format::encode_truncate(next, to));
                 }
                 next
             };
