@@ -282,19 +282,25 @@ impl KernelNegatives {
         if shape.subdirs > 0 || shape.entries > tracked as u64 / 4 || shape.parent.0 == dir {
             return None;
         }
-        let (parent, name) = {
-            let m = self.dir_names.lock().unwrap_or_else(|p| p.into_inner());
-            m.get(&dir)?.clone()
-        };
-        if parent != shape.parent.0 || probe.child(parent, &name) != Some(dir) {
-            // Renamed or removed since we learned it.
-            self.dir_names
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&dir);
-            return None;
+        let known = self.known_name(dir, shape.parent.0);
+        match known {
+            Some((parent, name)) if probe.child(parent, &name) == Some(dir) => Some((parent, name)),
+            _ => {
+                // Renamed or removed since we learned it (or never learned).
+                self.dir_names
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&dir);
+                None
+            }
         }
-        Some((parent, name))
+    }
+
+    /// The learned name of directory `dir`, if it was learned under the
+    /// parent the engine gives it now (`parent_now`).
+    fn known_name(&self, dir: u64, parent_now: u64) -> Option<Name> {
+        let m = self.dir_names.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&dir).filter(|(up, _)| *up == parent_now).cloned()
     }
 
     /// The kernel may now hold a negative dentry for `parent/name`.
@@ -415,13 +421,7 @@ impl KernelNegatives {
             if parts.len() > 64 {
                 return None;
             }
-            let (up, n) = {
-                let m = self.dir_names.lock().unwrap_or_else(|p| p.into_inner());
-                m.get(&at)?.clone()
-            };
-            if probe.shape(at)?.parent.0 != up {
-                return None;
-            }
+            let (up, n) = self.known_name(at, probe.shape(at)?.parent.0)?;
             parts.push(n);
             at = up;
         }
