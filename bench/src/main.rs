@@ -171,6 +171,22 @@ enum Cmd {
         #[arg(long, default_value_t = 2.0)]
         secs: f64,
     },
+    /// W7's first misses in DIR and in AGAINST (the floor's mount) in
+    /// alternating slices: their ratio pair by pair.
+    W7Pair {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        against: PathBuf,
+        /// Seconds in all, both sides together.
+        #[arg(long, default_value_t = 20.0)]
+        secs: f64,
+        #[arg(long, default_value_t = 1000)]
+        slice_ms: u64,
+        /// Seconds of new names on each side before the slices.
+        #[arg(long, default_value_t = 1.0)]
+        warm_secs: f64,
+    },
     /// Runs workloads × targets and writes bench/results/<date>-<size>.md.
     Suite(suite::SuiteArgs),
 }
@@ -290,6 +306,19 @@ fn main() -> ExitCode {
             max_secs,
         })),
         Cmd::W7 { dir, secs } => finish(w7::run(w7::Args { dir, secs })),
+        Cmd::W7Pair {
+            dir,
+            against,
+            secs,
+            slice_ms,
+            warm_secs,
+        } => finish(w7::run_pair(w7::PairArgs {
+            dir,
+            against,
+            secs,
+            slice_ms,
+            warm_secs,
+        })),
         Cmd::Suite(args) => suite::main(args),
     }
 }

@@ -133,3 +133,90 @@ pub fn run(a: Args) -> Result<Out, String> {
     out.num("first_missing_us", secs * 1e6 / calls as f64);
     Ok(out)
 }
+
+pub struct PairArgs {
+    pub dir: PathBuf,
+    pub against: PathBuf,
+    pub secs: f64,
+    pub slice_ms: u64,
+    pub warm_secs: f64,
+}
+
+/// First misses in `dir` and in `against` (the floor), in alternating
+/// slices of `slice_ms` for `secs` in all: a ratio taken pair by pair, so
+/// that the machine's drift from minute to minute (on this project's VM,
+/// ±10% between runs of one build) falls on both sides alike. Each side
+/// first looks up new names for `warm_secs`, past any budget of cached
+/// misses. Within a pair the order alternates. Reports the median of the
+/// per-pair ratios and of each side's µs per miss.
+pub fn run_pair(a: PairArgs) -> Result<Out, String> {
+    let dirs = [&a.dir, &a.against];
+    let mut next = [0u64; 2];
+    for (i, d) in dirs.iter().enumerate() {
+        let (calls, _, wrong) = spin(&Target::New(d, 0), a.warm_secs, true);
+        if wrong > 0 {
+            return Err(format!("{}: a new missing name was found", d.display()));
+        }
+        next[i] = calls;
+    }
+    let slice = a.slice_ms as f64 / 1e3;
+    let pairs = ((a.secs / (2.0 * slice)).ceil() as usize).max(1);
+    let mut us = [Vec::with_capacity(pairs), Vec::with_capacity(pairs)];
+    let mut ratios = Vec::with_capacity(pairs);
+    for p in 0..pairs {
+        let mut pair = [0.0f64; 2];
+        for k in 0..2 {
+            let i = if p % 2 == 0 { k } else { 1 - k };
+            let (calls, secs, wrong) = spin(&Target::New(dirs[i], next[i]), slice, true);
+            if wrong > 0 {
+                return Err(format!(
+                    "{}: a new missing name was found",
+                    dirs[i].display()
+                ));
+            }
+            next[i] += calls;
+            pair[i] = secs * 1e6 / calls as f64;
+        }
+        us[0].push(pair[0]);
+        us[1].push(pair[1]);
+        ratios.push(pair[0] / pair[1]);
+    }
+    let mut out = Out::default();
+    out.put("pairs", pairs);
+    out.num("first_missing_us", median(&mut us[0]));
+    out.num("against_first_missing_us", median(&mut us[1]));
+    out.num("first_missing_ratio", median(&mut ratios));
+    out.num("first_missing_ratio_p25", quantile(&ratios, 0.25));
+    out.num("first_missing_ratio_p75", quantile(&ratios, 0.75));
+    Ok(out)
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    quantile(v, 0.5)
+}
+
+/// The `q` quantile of sorted `v`: its element at rank round((n − 1) · q).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    assert!(
+        !v.is_empty() && v.is_sorted_by(|a, b| a <= b),
+        "sorted, not empty"
+    );
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_take_the_element_at_the_rounded_rank() {
+        let mut v = vec![3.0, 10.0, 1.0, 2.0, 4.0];
+        assert_eq!(median(&mut v), 3.0);
+        assert_eq!(quantile(&v, 0.25), 2.0);
+        assert_eq!(quantile(&v, 0.75), 4.0);
+        assert_eq!(quantile(&v, 1.0), 10.0);
+        assert_eq!(median(&mut [7.0]), 7.0);
+    }
+}
