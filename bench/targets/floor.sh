@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The W7 floor: churnfs-bench-floor, a FUSE server that answers at once.
-# floor-spin.sh sets FLOOR_SPIN_US (microseconds it polls after a reply).
+# floor-spin.sh sets FLOOR_SPIN_US (microseconds it polls after a reply);
+# FLOOR_FILES=1 lets files be made, written and truncated in its root (for
+# W3 outside the suite; two serving threads).
 . "$(dirname "$0")/lib.sh"
 BIN=${FLOOR_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/churnfs-target}/release/churnfs-bench-floor}
 case "$ACTION" in
@@ -11,7 +13,11 @@ case "$ACTION" in
     ;;
   up)
     mkdir -p "$MNT"
-    start_daemon "$BIN" "$MNT" ${FLOOR_SPIN_US:+"$FLOOR_SPIN_US"}
+    if [ -n "${FLOOR_FILES:-}" ]; then
+      start_daemon "$BIN" "$MNT" "${FLOOR_SPIN_US:-0}" files
+    else
+      start_daemon "$BIN" "$MNT" ${FLOOR_SPIN_US:+"$FLOOR_SPIN_US"}
+    fi
     wait_mounted
     echo "mnt=$MNT"
     echo "pid=$(daemon_pid)"
