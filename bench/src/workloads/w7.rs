@@ -181,42 +181,15 @@ pub fn run_pair(a: PairArgs) -> Result<Out, String> {
         us[1].push(pair[1]);
         ratios.push(pair[0] / pair[1]);
     }
+    for v in us.iter_mut().chain([&mut ratios]) {
+        v.sort_by(f64::total_cmp);
+    }
     let mut out = Out::default();
     out.put("pairs", pairs);
-    out.num("first_missing_us", median(&mut us[0]));
-    out.num("against_first_missing_us", median(&mut us[1]));
-    out.num("first_missing_ratio", median(&mut ratios));
-    out.num("first_missing_ratio_p25", quantile(&ratios, 0.25));
-    out.num("first_missing_ratio_p75", quantile(&ratios, 0.75));
+    out.num("first_missing_us", util::percentile(&us[0], 50.0));
+    out.num("against_first_missing_us", util::percentile(&us[1], 50.0));
+    out.num("first_missing_ratio", util::percentile(&ratios, 50.0));
+    out.num("first_missing_ratio_p25", util::percentile(&ratios, 25.0));
+    out.num("first_missing_ratio_p75", util::percentile(&ratios, 75.0));
     Ok(out)
-}
-
-/// The median of `v` (sorted in place).
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    quantile(v, 0.5)
-}
-
-/// The `q` quantile of sorted `v`: its element at rank round((n − 1) · q).
-fn quantile(v: &[f64], q: f64) -> f64 {
-    assert!(
-        !v.is_empty() && v.is_sorted_by(|a, b| a <= b),
-        "sorted, not empty"
-    );
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantiles_take_the_element_at_the_rounded_rank() {
-        let mut v = vec![3.0, 10.0, 1.0, 2.0, 4.0];
-        assert_eq!(median(&mut v), 3.0);
-        assert_eq!(quantile(&v, 0.25), 2.0);
-        assert_eq!(quantile(&v, 0.75), 4.0);
-        assert_eq!(quantile(&v, 1.0), 10.0);
-        assert_eq!(median(&mut [7.0]), 7.0);
-    }
 }
