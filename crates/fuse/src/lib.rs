@@ -7,13 +7,12 @@ mod convert;
 pub mod cred;
 pub mod errno;
 pub mod negative;
+mod ops;
 pub mod workers;
 
 use churnfs_engine::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
 use churnfs_engine::stats::Stats;
-use churnfs_engine::{
-    Attr, Ctx, Engine, EngineError, FileKind, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
-};
+use churnfs_engine::{Attr, Engine, EngineError, Ino};
 use cred::ReqCaller;
 use fuser::{
     AccessFlags, Config, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -22,6 +21,7 @@ use fuser::{
     ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 use negative::KernelNegatives;
+use ops::{SetattrIn, Who};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -143,12 +143,8 @@ pub struct Adapter {
 
 const GEN: Generation = Generation(0);
 
-fn ino(i: INodeNo) -> Ino {
-    Ino(i.0)
-}
-
-fn ctx(req: &Request) -> Ctx {
-    Ctx {
+fn who(req: &Request) -> Who {
+    Who {
         uid: req.uid(),
         gid: req.gid(),
         pid: req.pid(),
@@ -157,32 +153,15 @@ fn ctx(req: &Request) -> Ctx {
 
 /// The access an open asks for: read, write or both by its access mode, and
 /// execute alone for exec(2), which opens with `__FMODE_EXEC` (0x20).
-fn open_mask(flags: OpenFlags) -> u32 {
+fn open_mask_bits(flags: i32) -> u32 {
     const FMODE_EXEC: i32 = 0x20;
-    if flags.0 & FMODE_EXEC != 0 {
+    if flags & FMODE_EXEC != 0 {
         return MAY_EXEC;
     }
-    match flags.0 & libc::O_ACCMODE {
+    match flags & libc::O_ACCMODE {
         libc::O_RDONLY => MAY_READ,
         libc::O_WRONLY => MAY_WRITE,
         _ => MAY_READ | MAY_WRITE,
-    }
-}
-
-/// Replies with the errno of a refused permission check and returns.
-macro_rules! permit {
-    ($self:ident, $req:expr, $reply:ident, $check:expr) => {
-        if let Err(e) = $self.permit($req, $check) {
-            $reply.error(e);
-            return;
-        }
-    };
-}
-
-fn set_time(t: TimeOrNow) -> SetTime {
-    match t {
-        TimeOrNow::Now => SetTime::Now,
-        TimeOrNow::SpecificTime(st) => SetTime::At(convert::timespec(st)),
     }
 }
 
@@ -227,14 +206,14 @@ impl Adapter {
     /// error is the errno to reply with.
     fn permit(
         &self,
-        req: &Request,
+        who: Who,
         check: impl FnOnce(&mut ReqCaller<'_>) -> churnfs_engine::Result<()>,
     ) -> Result<(), fuser::Errno> {
         if !self.checks {
             return Ok(());
         }
         Stats::inc(&self.stats.perm_checks);
-        let mut caller = ReqCaller::new(req.uid(), req.gid(), req.pid(), &self.stats);
+        let mut caller = ReqCaller::new(who.uid, who.gid, who.pid, &self.stats);
         check(&mut caller).map_err(|e| {
             if matches!(e, EngineError::Access | EngineError::Perm) {
                 Stats::inc(&self.stats.perm_denied);
@@ -251,8 +230,8 @@ impl Adapter {
         self.workers.turn(req.pid())
     }
 
-    fn attr(&self, i: INodeNo) -> churnfs_engine::Result<Attr> {
-        self.engine.getattr(ino(i))
+    fn attr(&self, i: u64) -> churnfs_engine::Result<Attr> {
+        self.engine.getattr(Ino(i))
     }
 
     /// Whether a SETATTR drops the file's set-ID bits, when the kernel left
@@ -269,8 +248,8 @@ impl Adapter {
     /// The engine keeps a directory's bits.
     fn kill_setid(
         &self,
-        req: &Request,
-        i: INodeNo,
+        who: Who,
+        i: u64,
         change: &perm::Change,
         size: Option<u64>,
         seen: Option<Attr>,
@@ -295,12 +274,12 @@ impl Adapter {
         if perm::without_setid(a.perm) == a.perm {
             return Ok(false);
         }
-        let mut caller = ReqCaller::new(req.uid(), req.gid(), req.pid(), &self.stats);
+        let mut caller = ReqCaller::new(who.uid, who.gid, who.pid, &self.stats);
         Ok(!perm::Caller::capable(&mut caller, perm::Cap::Fsetid))
     }
 
     /// May the caller create a name in `dir`?
-    fn may_create(&self, c: &mut ReqCaller<'_>, dir: INodeNo) -> churnfs_engine::Result<()> {
+    fn may_create(&self, c: &mut ReqCaller<'_>, dir: u64) -> churnfs_engine::Result<()> {
         perm::may_create(c, &self.attr(dir)?)
     }
 
@@ -308,12 +287,12 @@ impl Adapter {
     fn may_delete(
         &self,
         c: &mut ReqCaller<'_>,
-        dir: INodeNo,
+        dir: u64,
         name: &OsStr,
     ) -> churnfs_engine::Result<()> {
         let d = self.attr(dir)?;
         perm::may_delete(c, &d, &mut || {
-            self.engine.child_attr(ino(dir), name.as_bytes())
+            self.engine.child_attr(Ino(dir), name.as_bytes())
         })
     }
 
@@ -321,66 +300,6 @@ impl Adapter {
     /// session's notifier once the session exists.
     pub fn negatives(&self) -> Arc<KernelNegatives> {
         self.negatives.clone()
-    }
-
-    /// Replies to a lookup that found nothing: a negative entry the kernel
-    /// may keep for `negative_ttl` (counted against the budget), or ENOENT.
-    ///
-    /// The name is noted before the reply: a create of it can only come
-    /// after the reply, so its `forget_name` always follows the note and no
-    /// name the kernel holds as positive stays tracked. That matters: an
-    /// invalidation of a positive dentry detaches any mount on it.
-    fn negative(&self, reply: ReplyEntry, parent: INodeNo, name: &OsStr) {
-        self.negatives.note(parent.0, name.as_bytes());
-        if self.cfg.negative_ttl.is_zero() {
-            reply.error(fuser::Errno::ENOENT);
-            return;
-        }
-        // Node id 0 is the protocol's negative entry.
-        let attr = convert::negative_attr();
-        reply.entry_with_ttls(&Duration::ZERO, &self.cfg.negative_ttl, &attr, GEN);
-    }
-
-    /// A lookup or mkdir answered with a directory: remember its name, so
-    /// that its cached names can be dropped with one notification.
-    fn learn_dir(
-        &self,
-        r: &churnfs_engine::Result<churnfs_engine::Attr>,
-        parent: INodeNo,
-        name: &OsStr,
-    ) {
-        if let Ok(a) = r {
-            // "." and ".." are not names the kernel caches.
-            if a.kind == FileKind::Directory && name != "." && name != ".." {
-                self.negatives.learn_dir(a.ino.0, parent.0, name.as_bytes());
-            }
-        }
-    }
-
-    /// A name was created: the kernel's dentry for it is positive now.
-    fn created(&self, parent: INodeNo, name: &OsStr, ok: bool) {
-        if ok {
-            self.negatives.forget_name(parent.0, name.as_bytes());
-        }
-    }
-
-    fn entry(&self, reply: ReplyEntry, r: churnfs_engine::Result<churnfs_engine::Attr>) {
-        match r {
-            Ok(a) => reply.entry_with_ttls(
-                &self.cfg.attr_ttl,
-                &self.cfg.entry_ttl,
-                &convert::attr(&a),
-                GEN,
-            ),
-            Err(e) => reply.error(errno(&e)),
-        }
-    }
-
-    fn empty(reply: ReplyEmpty, r: churnfs_engine::Result<()>) {
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
-        }
     }
 
     fn open_flags(&self) -> FopenFlags {
@@ -477,31 +396,17 @@ impl Filesystem for Adapter {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _turn = self.turn(req, &self.stats.op_lookup);
-        permit!(self, req, reply, |c| perm::access(
-            c,
-            &self.attr(parent)?,
-            MAY_EXEC
-        ));
-        match self.engine.lookup(ino(parent), name.as_bytes()) {
-            Err(EngineError::NotFound) => self.negative(reply, parent, name),
-            r => {
-                self.learn_dir(&r, parent, name);
-                self.entry(reply, r)
-            }
-        }
+        send_entry(reply, self.do_lookup(who(req), parent.0, name));
     }
 
     fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
         Stats::inc(&self.stats.op_forget);
-        self.engine.forget(ino(i), nlookup);
+        self.do_forget(i.0, nlookup);
     }
 
     fn getattr(&self, req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let _turn = self.turn(req, &self.stats.op_getattr);
-        match self.engine.getattr(ino(i)) {
-            Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
-            Err(e) => reply.error(errno(&e)),
-        }
+        send_attr(reply, self.do_getattr(i.0));
     }
 
     fn setattr(
@@ -523,50 +428,24 @@ impl Filesystem for Adapter {
         reply: ReplyAttr,
     ) {
         let _turn = self.turn(req, &self.stats.op_setattr);
-        let given = |t: &Option<TimeOrNow>| matches!(t, Some(TimeOrNow::SpecificTime(_)));
-        let times_given = given(&atime) || given(&mtime);
-        let change = perm::Change {
-            mode,
-            uid,
-            gid,
-            size: size.is_some(),
-            times_given,
-            times_now: !times_given && (atime.is_some() || mtime.is_some()),
-            through_handle: fh.is_some() && size.is_some(),
-        };
-        let mut mode = mode;
-        let mut seen = None;
-        permit!(self, req, reply, |c| {
-            let a = self.attr(i)?;
-            mode = perm::setattr(c, &a, &change)?;
-            seen = Some(a);
-            Ok(())
-        });
-        let kill_setid = match self.kill_setid(req, i, &change, size, seen) {
-            Ok(k) => k,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let set = SetAttr {
+        let s = SetattrIn {
             mode,
             uid,
             gid,
             size,
-            atime: atime.map(set_time),
-            mtime: mtime.map(set_time),
-            ctime: ctime.map(convert::timespec),
-            kill_setid,
+            atime,
+            mtime,
+            ctime,
+            fh: fh.map(|f| f.0),
         };
-        match self.engine.setattr(ino(i), set) {
-            Ok(a) => reply.attr(&self.cfg.attr_ttl, &convert::attr(&a)),
-            Err(e) => reply.error(errno(&e)),
-        }
+        send_attr(reply, self.do_setattr(who(req), i.0, s));
     }
 
     fn readlink(&self, req: &Request, i: INodeNo, reply: ReplyData) {
         let _turn = self.turn(req, &self.stats.op_readlink);
-        match self.engine.readlink(ino(i)) {
+        match self.do_readlink(i.0) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -581,12 +460,7 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         let _turn = self.turn(req, &self.stats.op_mknod);
-        permit!(self, req, reply, |c| self.may_create(c, parent));
-        let r = self
-            .engine
-            .mknod(ctx(req), ino(parent), name.as_bytes(), mode, rdev);
-        self.created(parent, name, r.is_ok());
-        self.entry(reply, r);
+        send_entry(reply, self.do_mknod(who(req), parent.0, name, mode, rdev));
     }
 
     fn mkdir(
@@ -599,35 +473,17 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         let _turn = self.turn(req, &self.stats.op_mkdir);
-        permit!(self, req, reply, |c| self.may_create(c, parent));
-        let r = self
-            .engine
-            .mkdir(ctx(req), ino(parent), name.as_bytes(), mode);
-        self.created(parent, name, r.is_ok());
-        self.learn_dir(&r, parent, name);
-        self.entry(reply, r);
+        send_entry(reply, self.do_mkdir(who(req), parent.0, name, mode));
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _turn = self.turn(req, &self.stats.op_unlink);
-        permit!(self, req, reply, |c| self.may_delete(c, parent, name));
-        let r = self.engine.unlink(ino(parent), name.as_bytes());
-        // Noted before the reply, like a missing name (see `negative`).
-        if r.is_ok() {
-            self.negatives.note(parent.0, name.as_bytes());
-        }
-        Self::empty(reply, r);
+        send_empty(reply, self.do_unlink(who(req), parent.0, name));
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _turn = self.turn(req, &self.stats.op_rmdir);
-        permit!(self, req, reply, |c| self.may_delete(c, parent, name));
-        let r = self.engine.rmdir(ino(parent), name.as_bytes());
-        // Noted before the reply, like a missing name (see `negative`).
-        if r.is_ok() {
-            self.negatives.note(parent.0, name.as_bytes());
-        }
-        Self::empty(reply, r);
+        send_empty(reply, self.do_rmdir(who(req), parent.0, name));
     }
 
     fn symlink(
@@ -639,13 +495,11 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         let _turn = self.turn(req, &self.stats.op_symlink);
-        permit!(self, req, reply, |c| self.may_create(c, parent));
         let target = target.as_os_str().as_bytes();
-        let r = self
-            .engine
-            .symlink(ctx(req), ino(parent), link_name.as_bytes(), target);
-        self.created(parent, link_name, r.is_ok());
-        self.entry(reply, r);
+        send_entry(
+            reply,
+            self.do_symlink(who(req), parent.0, link_name, target),
+        );
     }
 
     fn rename(
@@ -659,48 +513,8 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_rename);
-        if flags.contains(RenameFlags::RENAME_WHITEOUT) {
-            reply.error(fuser::Errno::EINVAL);
-            return;
-        }
-        let f = ERenameFlags {
-            noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
-            exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
-        };
-        permit!(self, req, reply, |c| {
-            let src = self.engine.child_attr(ino(parent), name.as_bytes())?;
-            perm::may_delete(c, &self.attr(parent)?, &mut || Ok(src))?;
-            let moves = parent != newparent;
-            match self.engine.child_attr(ino(newparent), newname.as_bytes()) {
-                Ok(dst) => {
-                    perm::may_delete(c, &self.attr(newparent)?, &mut || Ok(dst))?;
-                    // An exchanged directory changes its "..", too.
-                    if f.exchange && moves && dst.kind == FileKind::Directory {
-                        perm::access(c, &dst, MAY_WRITE)?;
-                    }
-                }
-                Err(EngineError::NotFound) => self.may_create(c, newparent)?,
-                Err(e) => return Err(e),
-            }
-            if moves && src.kind == FileKind::Directory {
-                perm::access(c, &src, MAY_WRITE)?;
-            }
-            Ok(())
-        });
-        let r = self.engine.rename(
-            ino(parent),
-            name.as_bytes(),
-            ino(newparent),
-            newname.as_bytes(),
-            f,
-        );
-        if r.is_ok() {
-            self.created(newparent, newname, true);
-            if !f.exchange {
-                self.negatives.note(parent.0, name.as_bytes());
-            }
-        }
-        Self::empty(reply, r);
+        let r = self.do_rename(who(req), parent.0, name, newparent.0, newname, flags.bits());
+        send_empty(reply, r);
     }
 
     fn link(
@@ -712,31 +526,12 @@ impl Filesystem for Adapter {
         reply: ReplyEntry,
     ) {
         let _turn = self.turn(req, &self.stats.op_link);
-        permit!(self, req, reply, |c| {
-            perm::may_link(c, &self.attr(i)?)?;
-            self.may_create(c, newparent)
-        });
-        let r = self.engine.link(ino(i), ino(newparent), newname.as_bytes());
-        self.created(newparent, newname, r.is_ok());
-        self.entry(reply, r);
+        send_entry(reply, self.do_link(who(req), i.0, newparent.0, newname));
     }
 
     fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _turn = self.turn(req, &self.stats.op_open);
-        if !self.opens {
-            // The kernel checked the access mode; it opens without us from now on.
-            reply.error(fuser::Errno::ENOSYS);
-            return;
-        }
-        permit!(self, req, reply, |c| perm::access(
-            c,
-            &self.attr(i)?,
-            open_mask(flags)
-        ));
-        match self.engine.open(ino(i)) {
-            Ok(fh) => reply.opened(FileHandle(fh.0), self.open_flags()),
-            Err(e) => reply.error(errno(&e)),
-        }
+        send_opened(reply, self.do_open(who(req), i.0, flags.0));
     }
 
     fn read(
@@ -751,9 +546,9 @@ impl Filesystem for Adapter {
         reply: ReplyData,
     ) {
         let _turn = self.turn(req, &self.stats.op_read);
-        match self.engine.read(ino(i), offset, size) {
+        match self.do_read(i.0, offset, size) {
             Ok(d) => reply.data(&d),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -770,12 +565,10 @@ impl Filesystem for Adapter {
         reply: ReplyWrite,
     ) {
         let _turn = self.turn(req, &self.stats.op_write);
-        // Set only with FUSE_HANDLE_KILLPRIV_V2, for a writer without
-        // CAP_FSETID.
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.engine.write_as(ino(i), offset, data, kill) {
+        match self.do_write(i.0, offset, data, kill) {
             Ok(n) => reply.written(n),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -788,11 +581,7 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_flush);
-        // Dirty pages reach us as writes before flush (the kernel writes
-        // them back before it sends FLUSH), durability is fsync's job, and
-        // POSIX locks are the kernel's: nothing to do. ENOSYS tells the
-        // kernel to stop sending FLUSH on close for the rest of the mount.
-        reply.error(fuser::Errno::ENOSYS);
+        send_empty(reply, self.do_flush());
     }
 
     fn release(
@@ -806,12 +595,7 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_release);
-        if !self.opens {
-            // No open handle was handed out (see `opens`).
-            reply.ok();
-            return;
-        }
-        Self::empty(reply, self.engine.release(ino(i)));
+        send_empty(reply, self.do_release(i.0));
     }
 
     fn fsync(
@@ -823,24 +607,12 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_fsync);
-        Self::empty(reply, self.engine.fsync());
+        send_empty(reply, self.do_fsync());
     }
 
     fn opendir(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _turn = self.turn(req, &self.stats.op_opendir);
-        if !self.opens {
-            reply.error(fuser::Errno::ENOSYS);
-            return;
-        }
-        permit!(self, req, reply, |c| perm::access(
-            c,
-            &self.attr(i)?,
-            open_mask(flags)
-        ));
-        match self.engine.opendir(ino(i)) {
-            Ok(fh) => reply.opened(FileHandle(fh.0), FopenFlags::empty()),
-            Err(e) => reply.error(errno(&e)),
-        }
+        send_opened(reply, self.do_opendir(who(req), i.0, flags.0));
     }
 
     fn readdir(
@@ -852,17 +624,12 @@ impl Filesystem for Adapter {
         mut reply: ReplyDirectory,
     ) {
         let _turn = self.turn(req, &self.stats.op_readdir);
-        let r = self.engine.readdir(ino(i), offset, false, &mut |e| {
-            !reply.add(
-                INodeNo(e.ino.0),
-                e.offset,
-                convert::kind(e.kind),
-                OsStr::from_bytes(e.name),
-            )
+        let r = self.do_readdir(i.0, offset, false, &mut |e| {
+            reply.add(INodeNo(e.ino), e.offset, e.kind, e.name)
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -875,21 +642,20 @@ impl Filesystem for Adapter {
         mut reply: ReplyDirectoryPlus,
     ) {
         let _turn = self.turn(req, &self.stats.op_readdirplus);
-        let ttl = self.cfg.entry_ttl;
-        let r = self.engine.readdir(ino(i), offset, true, &mut |e| {
-            let Some(a) = &e.attr else { return false };
-            !reply.add(
-                INodeNo(e.ino.0),
+        let r = self.do_readdir(i.0, offset, true, &mut |e| {
+            let Some(en) = &e.entry else { return true };
+            reply.add(
+                INodeNo(e.ino),
                 e.offset,
-                OsStr::from_bytes(e.name),
-                &ttl,
-                &convert::attr(a),
-                GEN,
+                e.name,
+                &en.entry_ttl,
+                &en.attr,
+                en.generation,
             )
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -914,16 +680,16 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_fsyncdir);
-        Self::empty(reply, self.engine.fsync());
+        send_empty(reply, self.do_fsync());
     }
 
     fn statfs(&self, req: &Request, _i: INodeNo, reply: ReplyStatfs) {
         let _turn = self.turn(req, &self.stats.op_statfs);
-        match self.engine.statfs() {
+        match self.do_statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -938,78 +704,28 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_xattr);
-        if !self.cfg.xattrs {
-            return reply.error(fuser::Errno::ENOSYS);
-        }
-        if position != 0 {
-            reply.error(fuser::Errno::EINVAL);
-            return;
-        }
-        permit!(self, req, reply, |c| perm::xattr(
-            c,
-            name.as_bytes(),
-            true,
-            &mut || self.attr(i)
-        ));
-        Self::empty(
-            reply,
-            self.engine.setxattr(ino(i), name.as_bytes(), value, flags),
-        );
+        let r = self.do_setxattr(who(req), i.0, name, value, flags, position);
+        send_empty(reply, r);
     }
 
     fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _turn = self.turn(req, &self.stats.op_xattr);
-        if !self.cfg.xattrs {
-            return reply.error(fuser::Errno::ENOSYS);
-        }
-        permit!(self, req, reply, |c| perm::xattr(
-            c,
-            name.as_bytes(),
-            false,
-            &mut || self.attr(i)
-        ));
-        match self.engine.getxattr(ino(i), name.as_bytes()) {
-            Ok(v) => xattr_reply(reply, &v, size),
-            Err(e) => reply.error(errno(&e)),
-        }
+        send_xattr(reply, self.do_getxattr(who(req), i.0, name, size));
     }
 
     fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
         let _turn = self.turn(req, &self.stats.op_xattr);
-        if !self.cfg.xattrs {
-            return reply.error(fuser::Errno::ENOSYS);
-        }
-        match self.engine.listxattr(ino(i)) {
-            Ok(v) => xattr_reply(reply, &v, size),
-            Err(e) => reply.error(errno(&e)),
-        }
+        send_xattr(reply, self.do_listxattr(i.0, size));
     }
 
     fn removexattr(&self, req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _turn = self.turn(req, &self.stats.op_xattr);
-        if !self.cfg.xattrs {
-            return reply.error(fuser::Errno::ENOSYS);
-        }
-        permit!(self, req, reply, |c| perm::xattr(
-            c,
-            name.as_bytes(),
-            true,
-            &mut || self.attr(i)
-        ));
-        Self::empty(reply, self.engine.removexattr(ino(i), name.as_bytes()));
+        send_empty(reply, self.do_removexattr(who(req), i.0, name));
     }
 
     fn access(&self, req: &Request, i: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let _turn = self.turn(req, &self.stats.op_access);
-        // With default_permissions the kernel checks modes itself and asks
-        // only whether the inode exists.
-        let a = match self.attr(i) {
-            Ok(a) => a,
-            Err(e) => return reply.error(errno(&e)),
-        };
-        let mask = mask.bits() as u32;
-        permit!(self, req, reply, |c| perm::access(c, &a, mask));
-        reply.ok();
+        send_empty(reply, self.do_access(who(req), i.0, mask.bits() as u32));
     }
 
     fn create(
@@ -1023,27 +739,15 @@ impl Filesystem for Adapter {
         reply: ReplyCreate,
     ) {
         let _turn = self.turn(req, &self.stats.op_create);
-        if !self.opens {
-            // The kernel falls back to MKNOD and an open it no longer sends.
-            reply.error(fuser::Errno::ENOSYS);
-            return;
-        }
-        permit!(self, req, reply, |c| self.may_create(c, parent));
-        match self
-            .engine
-            .create(ctx(req), ino(parent), name.as_bytes(), mode)
-        {
-            Ok((a, fh)) => {
-                self.created(parent, name, true);
-                reply.created(
-                    &self.cfg.entry_ttl,
-                    &convert::attr(&a),
-                    GEN,
-                    FileHandle(fh.0),
-                    self.open_flags(),
-                )
-            }
-            Err(e) => reply.error(errno(&e)),
+        match self.do_create(who(req), parent.0, name, mode) {
+            Ok(c) => reply.created(
+                &c.entry.entry_ttl,
+                &c.entry.attr,
+                c.entry.generation,
+                FileHandle(c.opened.fh),
+                c.opened.flags,
+            ),
+            Err(e) => reply.error(e),
         }
     }
 
@@ -1058,7 +762,7 @@ impl Filesystem for Adapter {
         reply: ReplyEmpty,
     ) {
         let _turn = self.turn(req, &self.stats.op_fallocate);
-        Self::empty(reply, self.engine.fallocate(ino(i), offset, length, mode));
+        send_empty(reply, self.do_fallocate(i.0, offset, length, mode));
     }
 
     fn lseek(
@@ -1071,23 +775,47 @@ impl Filesystem for Adapter {
         reply: ReplyLseek,
     ) {
         let _turn = self.turn(req, &self.stats.op_lseek);
-        if offset < 0 {
-            reply.error(fuser::Errno::ENXIO);
-            return;
-        }
-        match self.engine.lseek(ino(i), offset as u64, whence) {
-            Ok(o) => reply.offset(o as i64),
-            Err(e) => reply.error(errno(&e)),
+        match self.do_lseek(i.0, offset, whence) {
+            Ok(o) => reply.offset(o),
+            Err(e) => reply.error(e),
         }
     }
 }
 
-fn xattr_reply(reply: ReplyXattr, v: &[u8], size: u32) {
-    if size == 0 {
-        reply.size(v.len() as u32);
-    } else if v.len() > size as usize {
-        reply.error(fuser::Errno::ERANGE);
-    } else {
-        reply.data(v);
+// fuser's side of the operations in ops.rs: each value becomes its reply.
+
+fn send_entry(reply: ReplyEntry, r: ops::Res<ops::Entry>) {
+    match r {
+        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, e.generation),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn send_attr(reply: ReplyAttr, r: ops::Res<ops::AttrOut>) {
+    match r {
+        Ok(a) => reply.attr(&a.ttl, &a.attr),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn send_empty(reply: ReplyEmpty, r: ops::Res<()>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn send_opened(reply: ReplyOpen, r: ops::Res<ops::Opened>) {
+    match r {
+        Ok(o) => reply.opened(FileHandle(o.fh), o.flags),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn send_xattr(reply: ReplyXattr, r: ops::Res<ops::Xattr>) {
+    match r {
+        Ok(ops::Xattr::Size(n)) => reply.size(n),
+        Ok(ops::Xattr::Data(v)) => reply.data(&v),
+        Err(e) => reply.error(e),
     }
 }
