@@ -63,6 +63,7 @@ pub const TARGETS: &[(&str, Kind)] = &[
     ("churnfs-tmpfs", Kind::Churnfs),
     ("churnfs-disk", Kind::Churnfs),
     ("churnfs-xattr", Kind::Churnfs),
+    ("churnfs-uring", Kind::Churnfs),
     ("tmpfs", Kind::Kernel),
     ("ext4", Kind::Kernel),
     ("xfs", Kind::Kernel),
@@ -72,6 +73,7 @@ pub const TARGETS: &[(&str, Kind)] = &[
     ("juicefs", Kind::Fuse),
     ("floor", Kind::Floor),
     ("floor-spin", Kind::Floor),
+    ("floor-uring", Kind::Floor),
 ];
 
 pub fn kind_of(target: &str) -> Kind {

@@ -2,8 +2,10 @@
 # Conformance suites nobody here wrote, on a fresh churnfs mount each:
 #   pjdfstest (whole suite, as root and as the users `nobody` and `tests`),
 #   fsx (100,000 operations with a fixed seed and 100,000 with a random one),
-#   stress-ng (the filesystem class, every stressor in turn).
-# Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng]...   (default: all)
+#   stress-ng (the filesystem class, every stressor in turn),
+#   uring: fsx and stress-ng again over FUSE over io_uring.
+# Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng|uring]...   (default: all)
+# CONF_MOUNT_OPTS adds mount options to every mount (e.g. uring=1).
 # After each suite the filesystem is unmounted and `churnfs fsck` must be clean.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,7 +63,9 @@ mount_fresh() {
   mkdir -p "$work/mnt"
   "$BIN" mkfs "$work/store" >/dev/null
   local out
-  out=$("$BIN" mount "$work/store" "$work/mnt" --background ${1:+-o "$1"})
+  local opts=${1:-}
+  if [ -n "${CONF_MOUNT_OPTS:-}" ]; then opts=${opts:+$opts,}$CONF_MOUNT_OPTS; fi
+  out=$("$BIN" mount "$work/store" "$work/mnt" --background ${opts:+-o "$opts"})
   daemon=$(printf '%s\n' "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p')
   [ -n "$daemon" ] || { echo "conformance: mount did not report its daemon: $out" >&2; exit 1; }
   chmod 1777 "$work/mnt"
@@ -142,14 +146,47 @@ run_stress_ng() {
   unmount_check
 }
 
+# fsx (seed 1) and stress-ng again with FUSE over io_uring (-o uring=1,
+# docs/design.md §12). The kernel offers it only while the fuse module's
+# enable_uring parameter is on: this pass turns it on and puts back what it
+# was (it changes nothing for servers that do not ask). It checks that the
+# daemon's ring queues serve the mount, so a fallback to /dev/fuse fails it.
+run_uring() {
+  local p=/sys/module/fuse/parameters/enable_uring
+  [ -w "$p" ] || { echo "conformance: $p missing or read-only: the kernel lacks FUSE over io_uring (6.14+)" >&2; exit 1; }
+  local old; old=$(cat "$p")
+  echo Y > "$p"
+  trap 'echo "$old" > '"$p"'; cleanup' EXIT
+  mount_fresh uring=1
+  grep -qx 'churnfs-ring0' /proc/"$daemon"/task/*/comm || {
+    echo "conformance: uring=1 mount has no ring queue threads" >&2; exit 1; }
+  log "fsx -N $FSX_OPS -S 1 over io_uring"
+  (cd "$work" && fsx -q -f "$here/fsx.toml" -N "$FSX_OPS" -S 1 -P "$work" "$work/mnt/fsx.1") || {
+    echo "conformance: fsx over io_uring failed with seed 1" >&2; exit 1; }
+  local served; served=$("$BIN" stats "$work/mnt" | awk '$1=="ring_requests"{print $2}')
+  [ "${served:-0}" -gt 10000 ] || {
+    echo "conformance: only ${served:-0} requests came over io_uring during fsx" >&2; exit 1; }
+  unmount_check
+  mount_fresh uring=1,xattr=1,kernel_negative_max=256
+  log "stress-ng --class filesystem --seq 1 -t ${STRESS_SECS}s over io_uring"
+  (cd "$work/mnt" && stress-ng --class filesystem --seq 1 -t "${STRESS_SECS}s" --exclude binderfs \
+      --temp-path "$work/mnt" --metrics-brief) > "$work/stress.out" 2>&1 || {
+    cat "$work/stress.out"; echo "conformance: stress-ng over io_uring reported failures" >&2; exit 1; }
+  unmount_check
+  echo "$old" > "$p"
+  trap cleanup EXIT
+  log "uring: fsx ($served requests on the ring) and stress-ng passed over io_uring"
+}
+
 install_suites
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(pjdfstest fsx stress-ng)
+[ ${#suites[@]} -gt 0 ] || suites=(pjdfstest fsx stress-ng uring)
 for s in "${suites[@]}"; do
   case "$s" in
     pjdfstest) run_pjdfstest ;;
     fsx) run_fsx ;;
     stress-ng) run_stress_ng ;;
+    uring) run_uring ;;
     *) echo "conformance: unknown suite $s" >&2; exit 2 ;;
   esac
 done

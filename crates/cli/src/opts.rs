@@ -31,7 +31,10 @@ Mount options (-o key=value,...; defaults in brackets):
                            the kernel with allow_other [auto]
   default_permissions      the same as permissions=kernel
   xattr=0|1                extended attributes; with them a new file's first write
-                           and every truncate cost one request more [0]";
+                           and every truncate cost one request more [0]
+  uring=0|1                serve requests over FUSE-over-io_uring when the kernel
+                           offers it (Linux 6.14+, with
+                           /sys/module/fuse/parameters/enable_uring set to Y) [0]";
 
 #[derive(Clone, Debug, Default)]
 pub struct MountOpts {
@@ -72,6 +75,7 @@ impl MountOpts {
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
+                "uring" => o.adapter.uring = num(k, v)? != 0,
                 "allow_other" if v.is_none() => o.adapter.allow_other = true,
                 "permissions" => {
                     o.adapter.permissions = match v {

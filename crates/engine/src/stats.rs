@@ -110,6 +110,11 @@ stats! {
     worker_backlogs,
     worker_spin_hits,
     worker_spin_misses,
+    // FUSE over io_uring queues (adapter, ring.rs)
+    ring_queues,
+    ring_requests,
+    ring_spin_hits,
+    ring_spin_misses,
     // permission checks in the daemon (adapter)
     perm_checks,
     perm_denied,

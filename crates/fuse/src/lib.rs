@@ -8,6 +8,7 @@ pub mod cred;
 pub mod errno;
 pub mod negative;
 mod ops;
+mod ring;
 pub mod workers;
 
 use churnfs_engine::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
@@ -25,6 +26,7 @@ use ops::{SetattrIn, Who};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use workers::{Turn, Workers};
@@ -64,6 +66,10 @@ pub struct AdapterConfig {
     /// `getxattr(security.capability)` it sends before a new file's first
     /// write and before every truncate goes away.
     pub xattrs: bool,
+    /// Serve requests over FUSE-over-io_uring when the kernel offers it
+    /// (ring.rs; off by default, docs/design.md §12). Needs
+    /// /sys/module/fuse/parameters/enable_uring on before the mount.
+    pub uring: bool,
     /// Shown as the mount's source in /proc/mounts.
     pub fsname: String,
 }
@@ -83,6 +89,7 @@ impl Default for AdapterConfig {
             allow_other: false,
             permissions: Permissions::Auto,
             xattrs: false,
+            uring: false,
             fsname: "churnfs".into(),
         }
     }
@@ -115,8 +122,37 @@ impl AdapterConfig {
     }
 }
 
-/// The `fuser::Filesystem` implementation.
+/// The `fuser::Filesystem` implementation: a handle on the state both
+/// transports serve (/dev/fuse through fuser, and the io_uring queues of
+/// ring.rs when the kernel offers them).
 pub struct Adapter {
+    core: Arc<Core>,
+    /// A duplicate of the session's descriptor for the ring queues, set
+    /// once the session exists.
+    ring_fd: Arc<std::sync::OnceLock<std::os::fd::OwnedFd>>,
+    /// The ring queues' threads, waited for when the adapter goes (after
+    /// the session ended).
+    ring: Option<ring::Queues>,
+}
+
+impl std::ops::Deref for Adapter {
+    type Target = Core;
+
+    fn deref(&self) -> &Core {
+        &self.core
+    }
+}
+
+impl Drop for Adapter {
+    fn drop(&mut self) {
+        if let Some(q) = self.ring.take() {
+            q.wait(Duration::from_secs(5));
+        }
+    }
+}
+
+/// The adapter's state and operations (ops.rs).
+pub struct Core {
     engine: Arc<Engine>,
     cfg: AdapterConfig,
     stats: Arc<Stats>,
@@ -133,12 +169,12 @@ pub struct Adapter {
     /// makes it latch that at the first create. Files then live by the
     /// kernel's lookup count alone: an open file pins its inode, so FORGET
     /// comes after the last close (docs/design.md, "Opens").
-    opens: bool,
+    opens: AtomicBool,
     /// The kernel leaves dropping set-ID bits to the daemon
     /// (FUSE_HANDLE_KILLPRIV_V2): it then sends no GETATTR before every
     /// chown, truncate and unprivileged write (docs/design.md, "Set-ID
     /// bits").
-    killpriv: bool,
+    killpriv: AtomicBool,
 }
 
 const GEN: Generation = Generation(0);
@@ -191,17 +227,23 @@ impl Adapter {
         let w = workers.clone();
         engine.on_wait(Box::new(move || w.before_wait()));
         Adapter {
-            engine,
-            cfg,
-            stats,
-            negatives,
-            workers,
-            checks,
-            opens: checks,
-            killpriv: false,
+            core: Arc::new(Core {
+                engine,
+                cfg,
+                stats,
+                negatives,
+                workers,
+                checks,
+                opens: AtomicBool::new(checks),
+                killpriv: AtomicBool::new(false),
+            }),
+            ring_fd: Arc::default(),
+            ring: None,
         }
     }
+}
 
+impl Core {
     /// Runs a permission check when the daemon checks permissions; the
     /// error is the errno to reply with.
     fn permit(
@@ -254,7 +296,7 @@ impl Adapter {
         size: Option<u64>,
         seen: Option<Attr>,
     ) -> churnfs_engine::Result<bool> {
-        if !self.killpriv || change.mode.is_some() {
+        if !self.killpriv.load(Relaxed) || change.mode.is_some() {
             return Ok(false);
         }
         if change.uid.is_some() || change.gid.is_some() {
@@ -316,6 +358,43 @@ impl Adapter {
     }
 }
 
+impl Adapter {
+    /// Asks for FUSE over io_uring and starts its queues, which register
+    /// once the kernel has taken INIT's reply. Without the kernel's offer
+    /// (`enable_uring` off, or a kernel before 6.14) requests stay on
+    /// /dev/fuse.
+    fn start_ring(&mut self, config: &mut KernelConfig) {
+        let prepared = match ring::prepare() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("io_uring queues not made ({e}); serving /dev/fuse");
+                return;
+            }
+        };
+        if config
+            .add_capabilities(InitFlags::FUSE_OVER_IO_URING)
+            .is_err()
+        {
+            tracing::info!(
+                "the kernel does not offer FUSE over io_uring \
+                 (/sys/module/fuse/parameters/enable_uring); serving /dev/fuse"
+            );
+            return;
+        }
+        // The ring's payload buffers are as large as the largest write.
+        if let Err(e) = config.set_max_write(ring::MAX_IO) {
+            tracing::warn!("max_write {}: kernel limit {e}", ring::MAX_IO);
+        }
+        let fd = self.ring_fd.clone();
+        match ring::start(self.core.clone(), prepared, fd, self.cfg.spin) {
+            Ok(q) => self.ring = Some(q),
+            // The kernel waits for every queue; nothing here can undo the
+            // flag. Say so loudly: the mount's requests will hang.
+            Err(e) => tracing::error!("io_uring queue threads not started: {e}"),
+        }
+    }
+}
+
 /// Mount options fuser passes to fusermount3 / the kernel.
 pub fn fuser_config(cfg: &AdapterConfig) -> Config {
     let mut mount_options = vec![
@@ -358,8 +437,10 @@ pub fn session(
     let adapter = Adapter::new(engine, cfg);
     let negatives = adapter.negatives();
     let workers = adapter.workers.clone();
+    let ring_fd = adapter.ring_fd.clone();
     let session = fuser::Session::new(adapter, mountpoint, &config)?;
     let fd = std::os::fd::AsFd::as_fd(&session).try_clone_to_owned()?;
+    let _ = ring_fd.set(fd.try_clone()?);
     negatives.start(session.notifier(), fd, absolute)?;
     workers.watch(std::os::fd::AsFd::as_fd(&session))?;
     Ok(session)
@@ -385,12 +466,16 @@ impl Filesystem for Adapter {
         let zero_message_opens =
             InitFlags::FUSE_NO_OPEN_SUPPORT | InitFlags::FUSE_NO_OPENDIR_SUPPORT;
         if config.add_capabilities(zero_message_opens).is_err() {
-            self.opens = true;
+            self.opens.store(true, Relaxed);
         }
-        self.killpriv = config
+        let killpriv = config
             .add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
             .is_ok();
+        self.killpriv.store(killpriv, Relaxed);
         let _ = config.set_max_background(64);
+        if self.cfg.uring {
+            self.start_ring(config);
+        }
         Ok(())
     }
 

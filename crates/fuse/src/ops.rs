@@ -10,7 +10,7 @@
 //! must happen before the reply (notes for the kernel's negative-dentry
 //! budget, directories learnt) happens here, before the value is returned.
 
-use crate::{convert, errno, open_mask_bits, Adapter, GEN};
+use crate::{convert, errno, open_mask_bits, Core, GEN};
 use churnfs_engine::perm::{self, MAY_EXEC, MAY_WRITE};
 use churnfs_engine::{
     Ctx, EngineError, FileKind, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
@@ -18,6 +18,7 @@ use churnfs_engine::{
 use fuser::{Errno, FileAttr, FileType, FopenFlags, Generation, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime};
 
 pub(crate) type Res<T> = Result<T, Errno>;
@@ -112,7 +113,7 @@ fn res<T>(r: churnfs_engine::Result<T>) -> Res<T> {
     r.map_err(|e| errno(&e))
 }
 
-impl Adapter {
+impl Core {
     fn entry_of(&self, a: &churnfs_engine::Attr) -> Entry {
         Entry {
             attr: convert::attr(a),
@@ -350,7 +351,7 @@ impl Adapter {
 
     /// OPEN; `flags` are open(2)'s.
     pub(crate) fn do_open(&self, who: Who, i: u64, flags: i32) -> Res<Opened> {
-        if !self.opens {
+        if !self.opens.load(Relaxed) {
             // The kernel checked the access mode; it opens without us from now on.
             return Err(Errno::ENOSYS);
         }
@@ -383,7 +384,7 @@ impl Adapter {
     }
 
     pub(crate) fn do_release(&self, i: u64) -> Res<()> {
-        if !self.opens {
+        if !self.opens.load(Relaxed) {
             // No open handle was handed out (see `opens`).
             return Ok(());
         }
@@ -396,7 +397,7 @@ impl Adapter {
     }
 
     pub(crate) fn do_opendir(&self, who: Who, i: u64, flags: i32) -> Res<Opened> {
-        if !self.opens {
+        if !self.opens.load(Relaxed) {
             return Err(Errno::ENOSYS);
         }
         self.permit(who, |c| {
@@ -502,7 +503,7 @@ impl Adapter {
     }
 
     pub(crate) fn do_create(&self, who: Who, parent: u64, name: &OsStr, mode: u32) -> Res<Created> {
-        if !self.opens {
+        if !self.opens.load(Relaxed) {
             // The kernel falls back to MKNOD and an open it no longer sends.
             return Err(Errno::ENOSYS);
         }
