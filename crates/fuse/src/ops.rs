@@ -93,7 +93,7 @@ pub(crate) struct SetattrIn {
     pub fh: Option<u64>,
 }
 
-/// One directory entry for READDIR (`attr` is None) or READDIRPLUS.
+/// One directory entry for READDIR (`entry` is None) or READDIRPLUS.
 pub(crate) struct DirItem<'a> {
     pub ino: u64,
     pub offset: u64,
@@ -120,6 +120,15 @@ impl Core {
             attr_ttl: self.cfg.attr_ttl,
             entry_ttl: self.cfg.entry_ttl,
             generation: GEN,
+        }
+    }
+
+    /// The entry CREATE and READDIRPLUS answer: both keep attributes as
+    /// long as the name (fuser's replies for them take one TTL).
+    fn entry_one_ttl(&self, a: &churnfs_engine::Attr) -> Entry {
+        Entry {
+            attr_ttl: self.cfg.entry_ttl,
+            ..self.entry_of(a)
         }
     }
 
@@ -419,16 +428,10 @@ impl Core {
         plus: bool,
         add: &mut dyn FnMut(DirItem<'_>) -> bool,
     ) -> Res<()> {
-        let ttl = self.cfg.entry_ttl;
         res(self.engine.readdir(Ino(i), offset, plus, &mut |e| {
             let entry = if plus {
                 let Some(a) = &e.attr else { return false };
-                Some(Entry {
-                    attr: convert::attr(a),
-                    attr_ttl: ttl,
-                    entry_ttl: ttl,
-                    generation: GEN,
-                })
+                Some(self.entry_one_ttl(a))
             } else {
                 None
             };
@@ -513,12 +516,7 @@ impl Core {
             .create(who.ctx(), Ino(parent), name.as_bytes(), mode))?;
         self.created(parent, name);
         Ok(Created {
-            entry: Entry {
-                attr: convert::attr(&a),
-                attr_ttl: self.cfg.entry_ttl,
-                entry_ttl: self.cfg.entry_ttl,
-                generation: GEN,
-            },
+            entry: self.entry_one_ttl(&a),
             opened: Opened {
                 fh: fh.0,
                 flags: self.open_flags(),

@@ -172,16 +172,7 @@ fn put_attr(b: &mut [u8], o: usize, a: &FileAttr) {
         put64(b, 24 + 8 * k, t.sec as u64);
         put32(b, 48 + 4 * k, t.nsec);
     }
-    let kind = match a.kind {
-        FileType::NamedPipe => libc::S_IFIFO,
-        FileType::CharDevice => libc::S_IFCHR,
-        FileType::BlockDevice => libc::S_IFBLK,
-        FileType::Directory => libc::S_IFDIR,
-        FileType::RegularFile => libc::S_IFREG,
-        FileType::Symlink => libc::S_IFLNK,
-        FileType::Socket => libc::S_IFSOCK,
-    };
-    put32(b, 60, kind | u32::from(a.perm));
+    put32(b, 60, type_bits(a.kind) | u32::from(a.perm));
     put32(b, 64, a.nlink);
     put32(b, 68, a.uid);
     put32(b, 72, a.gid);
@@ -235,8 +226,10 @@ fn put_xattr(b: &mut [u8], x: ops::Xattr) -> Res<usize> {
     }
 }
 
-fn dirent_type(k: FileType) -> u32 {
-    (match k {
+/// The `S_IFMT` bits of a file type: in `fuse_attr.mode`, and shifted
+/// down by 12 as a `fuse_dirent`'s type.
+fn type_bits(k: FileType) -> u32 {
+    match k {
         FileType::NamedPipe => libc::S_IFIFO,
         FileType::CharDevice => libc::S_IFCHR,
         FileType::BlockDevice => libc::S_IFBLK,
@@ -244,7 +237,7 @@ fn dirent_type(k: FileType) -> u32 {
         FileType::RegularFile => libc::S_IFREG,
         FileType::Symlink => libc::S_IFLNK,
         FileType::Socket => libc::S_IFSOCK,
-    }) >> 12
+    }
 }
 
 /// Answers one request into `out` (the reply's arguments): Ok(their
@@ -446,7 +439,7 @@ fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
                 put64(out, d, e.ino);
                 put64(out, d + 8, e.offset);
                 put32(out, d + 16, name.len() as u32);
-                put32(out, d + 20, dirent_type(e.kind));
+                put32(out, d + 20, type_bits(e.kind) >> 12);
                 out[d + 24..d + 24 + name.len()].copy_from_slice(name);
                 n += len;
                 false
