@@ -10,6 +10,14 @@
 //!   Pending names are pinned until the journal writes them; the journal
 //!   moves each into `positive` or `negative`.
 //!
+//! A store miss enters `negative` on its second occurrence: the first only
+//! leaves its fingerprint in `first`, a fixed table of fingerprints (at
+//! most `FIRST_SLOTS_MAX`, one slot per fingerprint, overwritten by the next
+//! that falls there). Churn looks most names up once, just before it
+//! creates them (a spool) or never again (a probe that the kernel's own
+//! negative dentry answers): admitting those would evict an older entry
+//! for each, for nothing. Counter `dcache_negative_deferred`.
+//!
 //! A name is in at most one table. Unlink removes a name from `positive` and
 //! records `None` in `pending` when the store holds it; a name created and
 //! removed between two commits leaves `pending` at once (`drop_pending`) and
@@ -77,6 +85,9 @@ fn bounded<V>(cap: NonZeroUsize) -> LruCache<Flat, V> {
     t
 }
 
+/// The first-miss table's largest size (512 KiB).
+const FIRST_SLOTS_MAX: usize = 1 << 16;
+
 pub struct DCache {
     positive: LruCache<Flat, Child>,
     negative: LruCache<Flat, ()>,
@@ -87,6 +98,9 @@ pub struct DCache {
     /// next key made: at the bound, an insert allocates nothing (the table
     /// reuses the evicted entry's node, and this its key's buffer).
     spare: Flat,
+    /// Fingerprints of names missed once on the store (0: empty), a power
+    /// of two in length (empty when no negative entries are kept).
+    first: Box<[u64]>,
 }
 
 impl DCache {
@@ -101,6 +115,27 @@ impl DCache {
             positive_max,
             negative_max,
             spare: Vec::new(),
+            first: if negative_max == 0 {
+                Box::default()
+            } else {
+                vec![0; negative_max.next_power_of_two().min(FIRST_SLOTS_MAX)].into()
+            },
+        }
+    }
+
+    /// Whether a store miss of `parent/name` (`hash`: its `dir_hash`) is
+    /// admitted to `negative`: yes when its fingerprint is the one left by
+    /// an earlier miss in its slot (which it then clears), otherwise it
+    /// leaves its own.
+    fn admit(&mut self, parent: Ino, hash: u64) -> bool {
+        let fp = (hash ^ parent.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(17) | 1;
+        let slot = (fp >> 1) as usize & (self.first.len() - 1);
+        if self.first[slot] == fp {
+            self.first[slot] = 0;
+            true
+        } else {
+            self.first[slot] = fp;
+            false
         }
     }
 
@@ -158,9 +193,33 @@ impl DCache {
         }
     }
 
-    /// Records what the store said about a name that was not cached.
-    pub fn fill(&mut self, parent: Ino, name: &[u8], child: Option<Child>, stats: &Stats) {
-        self.put_clean(parent, name, child, stats);
+    /// Records what the store said about a name that was not cached: the
+    /// caller's `lookup` just answered `Unknown` under the same lock, so the
+    /// name is in no table and nothing needs to be removed first. An absent
+    /// name is kept from its second miss on (`admit`).
+    pub fn fill(
+        &mut self,
+        parent: Ino,
+        hash: u64,
+        name: &[u8],
+        child: Option<Child>,
+        stats: &Stats,
+    ) {
+        if child.is_none() {
+            if self.negative_max == 0 {
+                return;
+            }
+            if !self.admit(parent, hash) {
+                Stats::inc(&stats.dcache_negative_deferred);
+                return;
+            }
+        }
+        debug_assert!(
+            with_flat(parent, name, |k| !self.positive.contains(k)
+                && !self.negative.contains(k)),
+            "a name filled from the store was cached"
+        );
+        self.push_clean(parent, name, child, stats);
     }
 
     /// Removes `parent/name` from both clean tables.
@@ -174,6 +233,11 @@ impl DCache {
 
     fn put_clean(&mut self, parent: Ino, name: &[u8], child: Option<Child>, stats: &Stats) {
         self.forget_clean(parent, name);
+        self.push_clean(parent, name, child, stats);
+    }
+
+    /// Adds a name that is in neither clean table.
+    fn push_clean(&mut self, parent: Ino, name: &[u8], child: Option<Child>, stats: &Stats) {
         match child {
             Some(c) => {
                 let k = self.flat(parent, name);
@@ -263,15 +327,28 @@ impl DCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::dir_hash;
+
+    fn fill(d: &mut DCache, parent: Ino, name: &[u8], child: Option<Child>, st: &Stats) {
+        d.fill(parent, dir_hash(name), name, child, st);
+    }
 
     #[test]
     fn negative_entries_are_bounded_and_recycled() {
         let st = Stats::default();
         let mut d = DCache::new(10, 3);
         for i in 0..100u32 {
-            d.fill(Ino(1), &i.to_le_bytes(), None, &st);
+            // A first miss only leaves its fingerprint; the second enters.
+            fill(&mut d, Ino(1), &i.to_le_bytes(), None, &st);
+            assert_eq!(d.negative.len(), i.min(3) as usize);
+            fill(&mut d, Ino(1), &i.to_le_bytes(), None, &st);
         }
         assert_eq!(d.negative.len(), 3);
+        assert_eq!(
+            st.dcache_negative_deferred
+                .load(std::sync::atomic::Ordering::Relaxed),
+            100
+        );
         assert_eq!(
             st.dcache_negative_recycled
                 .load(std::sync::atomic::Ordering::Relaxed),
@@ -294,7 +371,7 @@ mod tests {
         let mut d = DCache::new(4, 4);
         let c = |n: u64| Some((Ino(n), FileKind::Regular));
         for i in 0..10u64 {
-            d.fill(Ino(1), format!("f{i}").as_bytes(), c(100 + i), &st);
+            fill(&mut d, Ino(1), format!("f{i}").as_bytes(), c(100 + i), &st);
         }
         assert_eq!(d.positive.len(), 4);
         assert_eq!(
@@ -304,8 +381,10 @@ mod tests {
         );
         // The same name under another parent, and a name that is a prefix
         // of another, are different entries.
-        d.fill(Ino(2), b"f9", None, &st);
-        d.fill(Ino(1), b"f", None, &st);
+        for _ in 0..2 {
+            fill(&mut d, Ino(2), b"f9", None, &st);
+            fill(&mut d, Ino(1), b"f", None, &st);
+        }
         assert_eq!(
             d.lookup(Ino(1), 0, b"f9", &st),
             Known::Yes {
@@ -328,7 +407,7 @@ mod tests {
             }
         );
         // A name that becomes positive leaves the negative table.
-        d.fill(Ino(2), b"f9", c(7), &st);
+        d.committed(Ino(2), b"f9".to_vec(), c(7), &st);
         assert_eq!(d.negative.len(), 1);
         assert_eq!(
             d.lookup(Ino(2), 0, b"f9", &st),
@@ -367,7 +446,7 @@ mod tests {
     fn pending_overrides_clean_and_a_name_lives_in_one_table() {
         let st = Stats::default();
         let mut d = DCache::new(10, 10);
-        d.fill(Ino(1), b"a", Some((Ino(5), FileKind::Regular)), &st);
+        fill(&mut d, Ino(1), b"a", Some((Ino(5), FileKind::Regular)), &st);
         d.set(Ino(1), 7, b"a", None, true);
         assert_eq!(
             d.lookup(Ino(1), 7, b"a", &st),
@@ -397,5 +476,39 @@ mod tests {
         let r = d.pending_range(Ino(2), 0, u64::MAX, 100);
         assert_eq!(r.iter().map(|e| e.0).collect::<Vec<_>>(), vec![4, 9]);
         assert_eq!(d.pending_range(Ino(2), 5, 8, 100).len(), 0);
+    }
+
+    #[test]
+    fn a_first_miss_is_forgotten_when_another_takes_its_slot() {
+        let st = Stats::default();
+        let mut d = DCache::new(10, 4);
+        assert_eq!(d.first.len(), 4);
+        // Names until one shares the first one's slot.
+        let slot = |d: &DCache, n: &[u8]| {
+            let fp = (dir_hash(n) ^ 1u64.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(17) | 1;
+            (fp >> 1) as usize & (d.first.len() - 1)
+        };
+        let other = (0u32..)
+            .map(|i| format!("o{i}"))
+            .find(|n| slot(&d, n.as_bytes()) == slot(&d, b"a"))
+            .unwrap();
+        fill(&mut d, Ino(1), b"a", None, &st);
+        fill(&mut d, Ino(1), other.as_bytes(), None, &st);
+        fill(&mut d, Ino(1), b"a", None, &st);
+        assert_eq!(d.negative.len(), 0, "the second miss of a came after o");
+        fill(&mut d, Ino(1), b"a", None, &st);
+        assert_eq!(
+            d.lookup(Ino(1), 0, b"a", &st),
+            Known::Yes {
+                child: None,
+                stored: false
+            }
+        );
+        // With no negative entries kept there is no table either.
+        let mut z = DCache::new(10, 0);
+        assert!(z.first.is_empty());
+        fill(&mut z, Ino(1), b"a", None, &st);
+        fill(&mut z, Ino(1), b"a", None, &st);
+        assert_eq!(z.negative.len(), 0);
     }
 }

@@ -439,7 +439,7 @@ impl State {
             Some(v) => Some(format::decode_dentry(dir, &v)?),
             None => None,
         };
-        self.dcache.fill(dir, name, child, &self.stats);
+        self.dcache.fill(dir, hash, name, child, &self.stats);
         Ok((child, child.is_some()))
     }
 

@@ -39,6 +39,7 @@ stats! {
     dcache_misses,
     dcache_evictions,
     dcache_negative_recycled,
+    dcache_negative_deferred,
     // journal
     dirty_items,
     dirty_blocks,

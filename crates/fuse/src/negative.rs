@@ -34,8 +34,9 @@
 
 use churnfs_engine::stats::Stats;
 use churnfs_engine::DirShape;
+use foldhash::HashMap;
 use fuser::{INodeNo, Notifier};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -44,7 +45,12 @@ use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 
+/// A directory's node and a name in it, as the kernel was last told.
 type Name = (u64, Box<[u8]>);
+
+/// A tracked name: its directory and the name, shared between the
+/// directory's map and the arrival queue (one allocation per note).
+type Key = (u64, Arc<[u8]>);
 
 /// The root's node id: it has no name to invalidate.
 const ROOT: u64 = 1;
@@ -80,7 +86,7 @@ pub trait DirProbe: Send + Sync {
 /// collecting and removing 10,000 names kept that caller waiting about
 /// 3 ms per directory drop (W7, docs/design.md §9).
 struct Tracked {
-    order: VecDeque<(Name, u64)>,
+    order: VecDeque<(Key, u64)>,
     /// Directory → its tracked names and their generations (never empty).
     dirs: HashMap<u64, DirNames>,
     /// Names in `dirs`, all directories together.
@@ -88,22 +94,34 @@ struct Tracked {
     /// Directories refused for a whole-directory drop, and the note count
     /// until which they are not asked about again (at most 64 kept).
     refused: HashMap<u64, u64>,
+    /// Directories dropped whole (at most 64 kept): each one's slots with a
+    /// generation below its floor are stale, known without looking their
+    /// names up (the queue's front after a drop is thousands of them).
+    floors: HashMap<u64, u64>,
     notes: u64,
     next_gen: u64,
 }
 
-type DirNames = HashMap<Box<[u8]>, u64>;
+type DirNames = HashMap<Arc<[u8]>, u64>;
 
 impl Tracked {
-    fn generation(&self, key: &Name) -> Option<u64> {
-        self.dirs.get(&key.0)?.get(&key.1).copied()
+    fn generation(&self, dir: u64, name: &[u8]) -> Option<u64> {
+        self.dirs.get(&dir)?.get(name).copied()
+    }
+
+    /// Whether the queue slot `(key, gen)` is the name's current one.
+    fn live(&self, key: &Key, gen: u64) -> bool {
+        if self.floors.get(&key.0).is_some_and(|f| gen < *f) {
+            return false;
+        }
+        self.generation(key.0, &key.1) == Some(gen)
     }
 
     fn count(&self, dir: u64) -> usize {
         self.dirs.get(&dir).map_or(0, HashMap::len)
     }
 
-    fn insert(&mut self, key: Name) {
+    fn insert(&mut self, key: Key) {
         let gen = self.next_gen;
         self.next_gen += 1;
         let old = self
@@ -116,37 +134,53 @@ impl Tracked {
         self.order.push_back((key, gen));
     }
 
-    fn remove(&mut self, key: &Name) -> bool {
-        let Some(names) = self.dirs.get_mut(&key.0) else {
+    fn remove(&mut self, dir: u64, name: &[u8]) -> bool {
+        let Some(names) = self.dirs.get_mut(&dir) else {
             return false;
         };
-        if names.remove(&key.1).is_none() {
+        if names.remove(name).is_none() {
             return false;
         }
         if names.is_empty() {
-            self.dirs.remove(&key.0);
+            self.dirs.remove(&dir);
         }
         self.len -= 1;
         true
     }
 
-    /// Every tracked name of `dir` but `keep`, which stays tracked with its
-    /// generation. O(1): the directory's map moves out.
+    /// Every tracked name of `dir` but `keep`, the name noted last (the
+    /// newest slot), which stays tracked with its generation. O(1): the
+    /// directory's map moves out. The map that takes its place is made
+    /// with room for as many names as left, since a directory churned once
+    /// is likely churned again (growing it would rehash it a dozen times).
     fn take_dir(&mut self, dir: u64, keep: &[u8]) -> DirNames {
         let mut names = self.dirs.remove(&dir).unwrap_or_default();
         self.len -= names.len();
         if let Some((k, g)) = names.remove_entry(keep) {
-            self.dirs.entry(dir).or_default().insert(k, g);
+            let mut m = DirNames::with_capacity_and_hasher(names.len() + 1, Default::default());
+            m.insert(k, g);
+            self.dirs.insert(dir, m);
             self.len += 1;
+            // Every other slot of `dir` is older than `keep`'s.
+            if self.floors.len() >= 64 {
+                self.floors.clear();
+            }
+            self.floors.insert(dir, g);
         }
         names
     }
 
     /// Drops stale slots at the front of the arrival queue, at most `n`.
+    /// With no stale slot anywhere (one slot per tracked name) it looks at
+    /// nothing: a live front slot is the oldest name, whose lookup would
+    /// miss every cache.
     fn pop_stale(&mut self, n: usize) {
         for _ in 0..n {
+            if self.order.len() == self.len {
+                return;
+            }
             match self.order.front() {
-                Some((k, g)) if self.generation(k) != Some(*g) => {
+                Some((k, g)) if !self.live(k, *g) => {
                     self.order.pop_front();
                 }
                 _ => return,
@@ -158,7 +192,7 @@ impl Tracked {
 /// What the side thread is handed.
 enum Batch {
     /// Invalidate each name.
-    Names(Vec<Name>),
+    Names(Vec<Key>),
     /// Invalidate directory `dir` (named `name` in `parent`): the kernel
     /// drops every unused dentry in it, `names` (of `dir`) among them. If
     /// that is refused, `names` one by one.
@@ -195,9 +229,10 @@ impl KernelNegatives {
         KernelNegatives {
             tracked: Mutex::new(Tracked {
                 order: VecDeque::new(),
-                dirs: HashMap::new(),
+                dirs: HashMap::default(),
                 len: 0,
-                refused: HashMap::new(),
+                refused: HashMap::default(),
+                floors: HashMap::default(),
                 notes: 0,
                 next_gen: 0,
             }),
@@ -205,7 +240,7 @@ impl KernelNegatives {
             tx: Mutex::new(None),
             stats,
             probe,
-            dir_names: Mutex::new(HashMap::new()),
+            dir_names: Mutex::new(HashMap::default()),
         }
     }
 
@@ -354,12 +389,12 @@ impl KernelNegatives {
         if self.budget == 0 {
             return;
         }
-        let key: Name = (parent, name.into());
         let batch = {
             let mut t = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
-            if t.generation(&key).is_some() {
+            if t.generation(parent, name).is_some() {
                 return;
             }
+            let key: Key = (parent, name.into());
             t.notes += 1;
             t.insert(key.clone());
             let mut batch = None;
@@ -375,8 +410,8 @@ impl KernelNegatives {
                     let Some((old, g)) = t.order.pop_front() else {
                         break;
                     };
-                    if t.generation(&old) == Some(g) {
-                        t.remove(&old);
+                    if t.live(&old, g) {
+                        t.remove(old.0, &old.1);
                         names.push(old);
                     }
                 }
@@ -391,6 +426,8 @@ impl KernelNegatives {
                 // compaction is at least `budget + 64` notes away.
                 let Tracked { order, dirs, .. } = &mut *t;
                 order.retain(|(n, g)| dirs.get(&n.0).and_then(|m| m.get(&n.1)) == Some(g));
+                // No slot below a floor is left.
+                t.floors.clear();
                 Stats::inc(&self.stats.kernel_negative_compactions);
             }
             assert!(
@@ -423,7 +460,7 @@ impl KernelNegatives {
     /// dentry after it, possibly after the directory was dropped. (Other
     /// names in flight at that moment, at most one per worker thread, are
     /// dropped with the directory's next notification.)
-    fn whole_dir_batch(&self, t: &mut Tracked, key: &Name) -> Option<Batch> {
+    fn whole_dir_batch(&self, t: &mut Tracked, key: &Key) -> Option<Batch> {
         let dir = key.0;
         let count = t.count(dir);
         if count < (self.budget / 8).max(2) {
@@ -474,9 +511,8 @@ impl KernelNegatives {
         if self.budget == 0 {
             return;
         }
-        let key: Name = (parent, name.into());
         let mut t = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
-        if t.remove(&key) {
+        if t.remove(parent, name) {
             Stats::set(&self.stats.kernel_negative_tracked, t.len as u64);
         }
     }
@@ -745,10 +781,10 @@ mod tests {
             u64::from(notes) + 4
         );
         // A name that left with its directory is tracked again when noted.
-        let first: Name = (5, 0u32.to_le_bytes().into());
-        assert!(k.tracked.lock().unwrap().generation(&first).is_none());
-        k.note(5, &first.1);
-        assert!(k.tracked.lock().unwrap().generation(&first).is_some());
+        let first = 0u32.to_le_bytes();
+        assert!(k.tracked.lock().unwrap().generation(5, &first).is_none());
+        k.note(5, &first);
+        assert!(k.tracked.lock().unwrap().generation(5, &first).is_some());
     }
 
     #[test]
