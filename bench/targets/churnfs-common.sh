@@ -25,10 +25,17 @@ start() {
 case "$ACTION" in
   check)
     [ -x "$BIN" ] || die "$BIN missing (cargo build --release -p churnfs)"
+    # The default (uring=auto) serves over io_uring only where the fuse
+    # module's enable_uring is on; say which the run gets.
+    case "${CHURNFS_MOUNT_OPTS:-}" in
+      *uring=*) via="" ;;
+      *) [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ] &&
+        via=", over io_uring (enable_uring Y)" || via=", over /dev/fuse (enable_uring not on)" ;;
+    esac
     if [ "$STORE_ON" = tmpfs ]; then
-      echo "desc=churnfs, store on tmpfs${CHURNFS_MOUNT_OPTS:+, $CHURNFS_MOUNT_OPTS}"
+      echo "desc=churnfs, store on tmpfs${CHURNFS_MOUNT_OPTS:+, $CHURNFS_MOUNT_OPTS}$via"
     else
-      echo "desc=churnfs, store on disk ($(df --output=source "$DISK_DIR" | tail -n 1) at $DISK_DIR)${CHURNFS_MOUNT_OPTS:+, $CHURNFS_MOUNT_OPTS}"
+      echo "desc=churnfs, store on disk ($(df --output=source "$DISK_DIR" | tail -n 1) at $DISK_DIR)${CHURNFS_MOUNT_OPTS:+, $CHURNFS_MOUNT_OPTS}$via"
     fi
     echo "version=$("$BIN" --version 2>/dev/null | head -n 1)"
     ;;

@@ -172,10 +172,14 @@ run_uring() {
   (cd "$work/mnt" && stress-ng --class filesystem --seq 1 -t "${STRESS_SECS}s" --exclude binderfs \
       --temp-path "$work/mnt" --metrics-brief) > "$work/stress.out" 2>&1 || {
     cat "$work/stress.out"; echo "conformance: stress-ng over io_uring reported failures" >&2; exit 1; }
+  # Its fsyncs went to the queues' waiter threads (ring.rs, `waits`).
+  local handed; handed=$("$BIN" stats "$work/mnt" | awk '$1=="ring_handed_off"{print $2}')
+  [ "${handed:-0}" -gt 0 ] || {
+    echo "conformance: no fsync was handed to a ring queue's waiter during stress-ng" >&2; exit 1; }
   unmount_check
   echo "$old" > "$p"
   trap cleanup EXIT
-  log "uring: fsx ($served requests on the ring) and stress-ng passed over io_uring"
+  log "uring: fsx ($served requests on the ring) and stress-ng ($handed fsyncs handed to waiters) passed over io_uring"
 }
 
 install_suites

@@ -13,4 +13,5 @@ mod opens;
 mod permissions;
 mod posix_basics;
 mod tools;
+mod transport;
 mod workers;

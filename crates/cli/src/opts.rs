@@ -3,7 +3,7 @@
 use crate::error::CliError;
 use crate::Result;
 use churnfs_engine::EngineConfig;
-use churnfs_fuse::{AdapterConfig, Permissions};
+use churnfs_fuse::{AdapterConfig, Permissions, Uring};
 use std::time::Duration;
 
 pub const MOUNT_OPTIONS_HELP: &str = "\
@@ -32,9 +32,9 @@ Mount options (-o key=value,...; defaults in brackets):
   default_permissions      the same as permissions=kernel
   xattr=0|1                extended attributes; with them a new file's first write
                            and every truncate cost one request more [0]
-  uring=0|1                serve requests over FUSE-over-io_uring when the kernel
-                           offers it (Linux 6.14+, with
-                           /sys/module/fuse/parameters/enable_uring set to Y) [0]";
+  uring=0|1|auto           serve requests over FUSE-over-io_uring: 1 asks the kernel
+                           for it, auto only when it is offered (Linux 6.14+, with
+                           /sys/module/fuse/parameters/enable_uring set to Y) [auto]";
 
 #[derive(Clone, Debug, Default)]
 pub struct MountOpts {
@@ -75,7 +75,19 @@ impl MountOpts {
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
-                "uring" => o.adapter.uring = num(k, v)? != 0,
+                "uring" => {
+                    o.adapter.uring = match v {
+                        Some("0") => Uring::Off,
+                        Some("1") => Uring::On,
+                        Some("auto") => Uring::Auto,
+                        _ => {
+                            return Err(CliError::BadOptionValue(
+                                k.into(),
+                                "is 0, 1 or auto".into(),
+                            ))
+                        }
+                    }
+                }
                 "allow_other" if v.is_none() => o.adapter.allow_other = true,
                 "permissions" => {
                     o.adapter.permissions = match v {
@@ -149,5 +161,18 @@ mod tests {
             MountOpts::parse(&["permissions=maybe".into()]),
             Err(CliError::BadOptionValue(..))
         ));
+    }
+
+    #[test]
+    fn uring_is_off_on_or_auto() {
+        let parse = |v: &str| MountOpts::parse(&[format!("uring={v}")]).map(|o| o.adapter.uring);
+        assert_eq!(
+            MountOpts::parse(&[]).unwrap().adapter.uring,
+            Uring::default()
+        );
+        assert_eq!(parse("0").unwrap(), Uring::Off);
+        assert_eq!(parse("1").unwrap(), Uring::On);
+        assert_eq!(parse("auto").unwrap(), Uring::Auto);
+        assert!(matches!(parse("yes"), Err(CliError::BadOptionValue(..))));
     }
 }

@@ -116,6 +116,7 @@ stats! {
     ring_requests,
     ring_spin_hits,
     ring_spin_misses,
+    ring_handed_off,
     // permission checks in the daemon (adapter)
     perm_checks,
     perm_denied,

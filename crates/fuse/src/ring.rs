@@ -90,7 +90,7 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// Entries per queue: requests one CPU's callers can have in flight before
 /// the kernel holds the next in its queue.
 pub(crate) const DEPTH: usize = 4;
-/// Polls a queue thread judges its polling by (see `queue`).
+/// Polls a queue thread judges its polling by (see `serve_queue`).
 const POLL_WINDOW: u32 = 64;
 /// Largest write and read; the payload buffer is this big.
 pub(crate) const MAX_IO: u32 = 1 << 20;
@@ -519,6 +519,12 @@ fn pin(cpu: usize) {
     }
 }
 
+/// Whether the kernel offers FUSE over io_uring to new connections.
+pub(crate) fn kernel_enabled() -> bool {
+    std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .is_ok_and(|v| v.trim() == "Y")
+}
+
 /// The kernel makes one queue per possible CPU.
 pub(crate) fn possible_cpus() -> usize {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
@@ -628,15 +634,111 @@ pub(crate) fn start(
     Ok(Queues(running))
 }
 
+/// The user data of the eventfd read armed on every ring.
+const WAKE: u64 = u64::MAX;
+
+/// Requests whose handler waits for a commit (milliseconds on a disk).
+/// A queue hands them to its waiter thread, so that the requests queued
+/// behind them on the same CPU go on being served; over /dev/fuse the
+/// worker gate wakes a spare reader for the same reason.
+fn waits(opcode: u32) -> bool {
+    matches!(opcode, FSYNC | FSYNCDIR)
+}
+
+/// A waiting request's answer: its entry, unique, commit id and errno.
+type Answer = (usize, u64, u64, i32);
+
+/// A queue's side of its waiter thread: where waiting requests go (entry,
+/// unique, commit id), where their answers come back, and the eventfd
+/// that says they did.
+struct Waiter<'a> {
+    fd: i32,
+    answers: &'a Mutex<Vec<Answer>>,
+    jobs: std::sync::mpsc::Sender<(usize, u64, u64)>,
+    /// Where the armed read puts the eventfd's count. It belongs to
+    /// `queue`, so it outlives the ring (dropped when `serve_queue`
+    /// returns) and the waiter that writes the eventfd.
+    buf: &'a mut u64,
+}
+
+/// Serves one queue; the waiting requests (`waits`) go to a second thread
+/// of the queue, whose answers come back through an eventfd whose read is
+/// kept armed on the ring.
 fn queue(
+    core: &Core,
+    fd: i32,
+    qid: u16,
+    ring: Ring,
+    ents: Vec<Ent>,
+    spin: Duration,
+) -> std::io::Result<()> {
+    // SAFETY: plain system call; the descriptor is owned below.
+    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if wake < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `wake` is a new descriptor nobody else owns.
+    let wake = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(wake) };
+    let answers: Mutex<Vec<Answer>> = Mutex::new(Vec::with_capacity(DEPTH));
+    let mut wake_buf = 0u64;
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, u64, u64)>();
+    std::thread::scope(|s| {
+        let (answers, wake_fd) = (&answers, wake.as_raw_fd());
+        std::thread::Builder::new()
+            .name(format!("churnfs-wait{qid}"))
+            .spawn_scoped(s, move || {
+                for (i, unique, commit_id) in rx {
+                    let err = match core.do_fsync() {
+                        Ok(()) => 0,
+                        Err(e) => -e.code(),
+                    };
+                    answers
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((i, unique, commit_id, err));
+                    let one = 1u64;
+                    // SAFETY: writes 8 bytes from a live u64 to an eventfd.
+                    unsafe { libc::write(wake_fd, (&one as *const u64).cast(), 8) };
+                }
+            })?;
+        // `tx` moves into the loop and is dropped when it ends, which ends
+        // the waiter.
+        let waiter = Waiter {
+            fd: wake_fd,
+            answers,
+            jobs: tx,
+            buf: &mut wake_buf,
+        };
+        serve_queue(core, fd, qid, ring, ents, spin, waiter)
+    })
+}
+
+fn serve_queue(
     core: &Core,
     fd: i32,
     qid: u16,
     mut ring: Ring,
     mut ents: Vec<Ent>,
     spin: Duration,
+    waiter: Waiter<'_>,
 ) -> std::io::Result<()> {
     pin(qid as usize);
+    let Waiter {
+        fd: wake_fd,
+        answers,
+        jobs,
+        buf: wake_buf,
+    } = waiter;
+    let arm = |ring: &mut Ring, buf: &mut u64| {
+        let sqe: squeue::Entry128 =
+            opcode::Read::new(types::Fd(wake_fd), (buf as *mut u64).cast(), 8)
+                .build()
+                .user_data(WAKE)
+                .into();
+        // SAFETY: `buf` is `Waiter::buf`, which outlives the ring.
+        unsafe { ring.submission().push(&sqe) }.map_err(|_| std::io::Error::other("ring full"))
+    };
+    arm(&mut ring, wake_buf)?;
     let register = |ring: &mut Ring, i: usize, e: &Ent| {
         let sqe =
             uring_cmd(fd, CMD_REGISTER, qid, 0, Some(e.iov.as_ptr() as u64)).user_data(i as u64);
@@ -707,6 +809,24 @@ fn queue(
         }
         done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
         for (ud, res) in done.drain(..) {
+            if ud == WAKE {
+                let ready = std::mem::take(&mut *answers.lock().unwrap_or_else(|p| p.into_inner()));
+                for (i, unique, commit_id, err) in ready {
+                    let h = &mut ents[i].header;
+                    h[..OUT_HEADER].fill(0);
+                    put32(h, 0, OUT_HEADER as u32);
+                    put32(h, 4, err as u32);
+                    put64(h, 8, unique);
+                    put32(&mut h[OP_IN..ENT], 16, 0);
+                    let sqe = uring_cmd(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None)
+                        .user_data(i as u64);
+                    // SAFETY: as at registration.
+                    unsafe { ring.submission().push(&sqe) }
+                        .map_err(|_| std::io::Error::other("ring full"))?;
+                }
+                arm(&mut ring, wake_buf)?;
+                continue;
+            }
             let i = ud as usize;
             let Some(e) = ents.get_mut(i) else { continue };
             if res == -libc::EAGAIN && started.elapsed() < Duration::from_secs(10) {
@@ -745,6 +865,17 @@ fn queue(
                 rest: &e.payload[..payload_sz],
             };
             Stats::inc(&core.stats.ring_requests);
+            if waits(opcode) {
+                Stats::inc(if opcode == FSYNC {
+                    &core.stats.op_fsync
+                } else {
+                    &core.stats.op_fsyncdir
+                });
+                Stats::inc(&core.stats.ring_handed_off);
+                // The waiter ends only after this loop does.
+                let _ = jobs.send((i, unique, commit_id));
+                continue;
+            }
             let (err, n) = match serve(core, &r, &mut out) {
                 Ok(n) => (0, n),
                 Err(e) => (-e.code(), 0),
