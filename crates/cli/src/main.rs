@@ -47,7 +47,11 @@ enum Cmd {
 /// Default log filter: our own warnings only. The store engine's logs are off:
 /// every store
 /// error reaches the user once, as our one-line message that includes it.
-const DEFAULT_LOG: &str = "off,churnfs=warn,churnfs_engine=warn,churnfs_fuse=warn";
+/// Our crates at warn; the store's (fjall, lsm-tree) at error, so that a
+/// failure inside the store, such as a background worker that crashed and
+/// poisoned the database, is in the log and not only its consequence.
+const DEFAULT_LOG: &str =
+    "off,churnfs=warn,churnfs_engine=warn,churnfs_fuse=warn,fjall=error,lsm_tree=error";
 
 fn main() -> ExitCode {
     // The store's files are private to the user who mounts it.
