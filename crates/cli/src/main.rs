@@ -44,14 +44,22 @@ enum Cmd {
     Stats { mountpoint: PathBuf },
 }
 
-/// Default log filter: our own warnings only. The store engine's logs are off:
-/// every store
-/// error reaches the user once, as our one-line message that includes it.
-/// Our crates at warn; the store's (fjall, lsm-tree) at error, so that a
-/// failure inside the store, such as a background worker that crashed and
-/// poisoned the database, is in the log and not only its consequence.
+/// Default log filter: our own crates at warn, the store's (fjall,
+/// lsm-tree) at error. The store's lines pass only once a mount is
+/// serving (`STORE_LOGS`): before that, and in mkfs, fsck and stats, every
+/// store error reaches the user once, as our one-line message that includes
+/// it. While serving, a failure inside the store that we only see the
+/// consequence of (a background worker that crashed and poisoned the
+/// database) must be in the log itself.
 const DEFAULT_LOG: &str =
     "off,churnfs=warn,churnfs_engine=warn,churnfs_fuse=warn,fjall=error,lsm_tree=error";
+
+/// Set by `mount` once the store is open and the filesystem serving.
+pub static STORE_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn from_store(target: &str) -> bool {
+    target.starts_with("fjall") || target.starts_with("lsm_tree")
+}
 
 fn main() -> ExitCode {
     // The store's files are private to the user who mounts it.
@@ -59,10 +67,18 @@ fn main() -> ExitCode {
     unsafe { libc::umask(0o077) };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CHURNFS_LOG")
         .unwrap_or_else(|_| DEFAULT_LOG.into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(|| QuietStderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    let store_gate = tracing_subscriber::filter::filter_fn(|m| {
+        !from_store(m.target()) || STORE_LOGS.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    use tracing_subscriber::prelude::*;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(|| QuietStderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_filter(filter)
+                .with_filter(store_gate),
+        )
         .init();
     let cli = Cli::parse();
     let r = match cli.cmd {

@@ -57,6 +57,7 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     if let Err(e) = stats::serve(&store, engine.clone()) {
         tracing::warn!("stats socket unavailable: {e}");
     }
+    crate::STORE_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut unmounter = session.unmount_callable();
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
