@@ -156,7 +156,8 @@ run_uring() {
   [ -w "$p" ] || { echo "conformance: $p missing or read-only: the kernel lacks FUSE over io_uring (6.14+)" >&2; exit 1; }
   local old; old=$(cat "$p")
   echo Y > "$p"
-  trap 'echo "$old" > '"$p"'; cleanup' EXIT
+  # The value is put into the trap now: `old` is local and gone by exit.
+  trap 'echo '"$old"' > '"$p"'; cleanup' EXIT
   mount_fresh uring=1
   grep -qx 'churnfs-ring0' /proc/"$daemon"/task/*/comm || {
     echo "conformance: uring=1 mount has no ring queue threads" >&2; exit 1; }

@@ -240,6 +240,18 @@ fn type_bits(k: FileType) -> u32 {
     }
 }
 
+/// Answers a request that waits for a commit (`waits`): on a queue's
+/// waiter thread, or in `serve`.
+fn serve_wait(core: &Core, opcode: u32) -> Res<()> {
+    let st = &core.stats;
+    Stats::inc(if opcode == FSYNC {
+        &st.op_fsync
+    } else {
+        &st.op_fsyncdir
+    });
+    core.do_fsync()
+}
+
 /// Answers one request into `out` (the reply's arguments): Ok(their
 /// length) or Err(errno).
 fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
@@ -374,14 +386,7 @@ fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
             Stats::inc(&st.op_release);
             core.do_release(i).map(|()| 0)
         }
-        FSYNC => {
-            Stats::inc(&st.op_fsync);
-            core.do_fsync().map(|()| 0)
-        }
-        FSYNCDIR => {
-            Stats::inc(&st.op_fsyncdir);
-            core.do_fsync().map(|()| 0)
-        }
+        FSYNC | FSYNCDIR => serve_wait(core, r.opcode).map(|()| 0),
         SETXATTR => {
             Stats::inc(&st.op_xattr);
             let (name, value) = r.name()?;
@@ -634,6 +639,16 @@ pub(crate) fn start(
     Ok(Queues(running))
 }
 
+/// Writes a reply's out header (length, errno, unique) and its payload size
+/// into an entry's header buffer.
+fn reply_header(h: &mut [u8], unique: u64, err: i32, n: usize) {
+    h[..OUT_HEADER].fill(0);
+    put32(h, 0, (OUT_HEADER + n) as u32);
+    put32(h, 4, err as u32);
+    put64(h, 8, unique);
+    put32(&mut h[ENT..], 16, n as u32);
+}
+
 /// The user data of the eventfd read armed on every ring.
 const WAKE: u64 = u64::MAX;
 
@@ -645,6 +660,10 @@ fn waits(opcode: u32) -> bool {
     matches!(opcode, FSYNC | FSYNCDIR)
 }
 
+/// A waiting request for the waiter: its entry, opcode, unique and
+/// commit id.
+type Job = (usize, u32, u64, u64);
+
 /// A waiting request's answer: its entry, unique, commit id and errno.
 type Answer = (usize, u64, u64, i32);
 
@@ -654,7 +673,7 @@ type Answer = (usize, u64, u64, i32);
 struct Waiter<'a> {
     fd: i32,
     answers: &'a Mutex<Vec<Answer>>,
-    jobs: std::sync::mpsc::Sender<(usize, u64, u64)>,
+    jobs: std::sync::mpsc::Sender<Job>,
     /// Where the armed read puts the eventfd's count. It belongs to
     /// `queue`, so it outlives the ring (dropped when `serve_queue`
     /// returns) and the waiter that writes the eventfd.
@@ -681,14 +700,14 @@ fn queue(
     let wake = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(wake) };
     let answers: Mutex<Vec<Answer>> = Mutex::new(Vec::with_capacity(DEPTH));
     let mut wake_buf = 0u64;
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, u64, u64)>();
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
     std::thread::scope(|s| {
         let (answers, wake_fd) = (&answers, wake.as_raw_fd());
         std::thread::Builder::new()
             .name(format!("churnfs-wait{qid}"))
             .spawn_scoped(s, move || {
-                for (i, unique, commit_id) in rx {
-                    let err = match core.do_fsync() {
+                for (i, opcode, unique, commit_id) in rx {
+                    let err = match serve_wait(core, opcode) {
                         Ok(()) => 0,
                         Err(e) => -e.code(),
                     };
@@ -739,6 +758,12 @@ fn serve_queue(
         unsafe { ring.submission().push(&sqe) }.map_err(|_| std::io::Error::other("ring full"))
     };
     arm(&mut ring, wake_buf)?;
+    // Hands entry `i`'s reply back and fetches its next request.
+    let commit = |ring: &mut Ring, i: usize, commit_id: u64| {
+        let sqe = uring_cmd(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None).user_data(i as u64);
+        // SAFETY: as at registration.
+        unsafe { ring.submission().push(&sqe) }.map_err(|_| std::io::Error::other("ring full"))
+    };
     let register = |ring: &mut Ring, i: usize, e: &Ent| {
         let sqe =
             uring_cmd(fd, CMD_REGISTER, qid, 0, Some(e.iov.as_ptr() as u64)).user_data(i as u64);
@@ -812,17 +837,8 @@ fn serve_queue(
             if ud == WAKE {
                 let ready = std::mem::take(&mut *answers.lock().unwrap_or_else(|p| p.into_inner()));
                 for (i, unique, commit_id, err) in ready {
-                    let h = &mut ents[i].header;
-                    h[..OUT_HEADER].fill(0);
-                    put32(h, 0, OUT_HEADER as u32);
-                    put32(h, 4, err as u32);
-                    put64(h, 8, unique);
-                    put32(&mut h[OP_IN..ENT], 16, 0);
-                    let sqe = uring_cmd(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None)
-                        .user_data(i as u64);
-                    // SAFETY: as at registration.
-                    unsafe { ring.submission().push(&sqe) }
-                        .map_err(|_| std::io::Error::other("ring full"))?;
+                    reply_header(&mut ents[i].header, unique, err, 0);
+                    commit(&mut ring, i, commit_id)?;
                 }
                 arm(&mut ring, wake_buf)?;
                 continue;
@@ -866,14 +882,9 @@ fn serve_queue(
             };
             Stats::inc(&core.stats.ring_requests);
             if waits(opcode) {
-                Stats::inc(if opcode == FSYNC {
-                    &core.stats.op_fsync
-                } else {
-                    &core.stats.op_fsyncdir
-                });
                 Stats::inc(&core.stats.ring_handed_off);
                 // The waiter ends only after this loop does.
-                let _ = jobs.send((i, unique, commit_id));
+                let _ = jobs.send((i, opcode, unique, commit_id));
                 continue;
             }
             let (err, n) = match serve(core, &r, &mut out) {
@@ -881,15 +892,8 @@ fn serve_queue(
                 Err(e) => (-e.code(), 0),
             };
             e.payload[..n].copy_from_slice(&out[..n]);
-            h[..OUT_HEADER].fill(0);
-            put32(h, 0, (OUT_HEADER + n) as u32);
-            put32(h, 4, err as u32);
-            put64(h, 8, unique);
-            put32(ent, 16, n as u32);
-            let sqe = uring_cmd(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None).user_data(ud);
-            // SAFETY: as at registration.
-            unsafe { ring.submission().push(&sqe) }
-                .map_err(|_| std::io::Error::other("ring full"))?;
+            reply_header(&mut e.header, unique, err, n);
+            commit(&mut ring, i, commit_id)?;
         }
     }
 }
