@@ -248,5 +248,11 @@ pub fn stat_of(m: &Mount, key: &str) -> u64 {
             l.strip_prefix(&format!("{key} "))
                 .map(|v| v.parse().unwrap())
         })
-        .unwrap_or_else(|| panic!("{key} missing from stats:\n{text}"))
+        .unwrap_or_else(|| {
+            panic!(
+                "{key} missing from stats ({}):\n{text}{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
 }

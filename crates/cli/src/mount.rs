@@ -50,13 +50,16 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     let engine = Engine::mount(kv, ecfg).map_err(|e| CliError::engine(&store, e))?;
     let mut acfg = opts.adapter.clone();
     acfg.fsname = store.display().to_string();
-    let mut session = churnfs_fuse::session(engine.clone(), mnt, acfg).map_err(|e| {
-        let _ = engine.shutdown();
-        CliError::Io(mnt.into(), e)
-    })?;
+    // The stats socket is bound before the mount appears, so that
+    // `churnfs stats` answers as soon as the mountpoint is seen mounted.
     if let Err(e) = stats::serve(&store, engine.clone()) {
         tracing::warn!("stats socket unavailable: {e}");
     }
+    let mut session = churnfs_fuse::session(engine.clone(), mnt, acfg).map_err(|e| {
+        let _ = std::fs::remove_file(store_dir::sock_path(&store));
+        let _ = engine.shutdown();
+        CliError::Io(mnt.into(), e)
+    })?;
     crate::STORE_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut unmounter = session.unmount_callable();
     let mut signals =
