@@ -8,6 +8,16 @@
 //! budget of kernel negative dentries, so none is invalidated to make room),
 //! and `first_missing_us`, new names for `secs`, past any such budget (on
 //! churnfs every miss then also costs one invalidation; docs/design.md §9).
+//!
+//! The fresh names come after a second's sleep. The loops before them keep
+//! this process on the CPU without a pause wherever the kernel answers them
+//! from its caches (churnfs's TTLs), but half asleep on a server that sees
+//! every call (the floors' zero TTLs), and a process that has just run
+//! flat out is moved to the idle CPU at each wake-up for its first thousand
+//! or so requests, away from the queue thread polling for it: on churnfs
+//! and on the io_uring floor alike, the first 1,000 misses then took 1.5 to
+//! 3 times as long (`bench/results/2026-11-26-w7-rest/`). The sleep gives
+//! every target the same start.
 
 use crate::util::{self, cstr, Out};
 use std::ffi::CStr;
@@ -106,6 +116,7 @@ pub fn run(a: Args) -> Result<Out, String> {
         out.num(format!("{label}_per_s"), calls as f64 / secs);
         out.num(format!("{label}_us"), secs * 1e6 / calls as f64);
     }
+    std::thread::sleep(Duration::from_secs(1));
     let fresh: Vec<_> = (0..FRESH_NAMES)
         .map(|i| cstr(&a.dir.join(format!("w7-fresh-{i}"))))
         .collect();
