@@ -644,7 +644,9 @@ impl Engine {
     }
 
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
-        self.stats.snapshot()
+        let mut v = self.stats.snapshot();
+        v.push(("store_reopens", self.store.reopens()));
+        v
     }
 
     pub fn stats_handle(&self) -> Arc<Stats> {

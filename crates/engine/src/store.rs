@@ -14,7 +14,8 @@ use crate::error::StoreError;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
 
 /// One write in a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,6 +78,11 @@ pub trait KvStore: Send + Sync {
     }
     fn apply(&self, batch: &Batch) -> Result<(), StoreError>;
     fn sync(&self) -> Result<(), StoreError>;
+    /// Times the store was opened again after a failure of its own
+    /// (`FjallStore`); a gauge in `churnfs stats`.
+    fn reopens(&self) -> u64 {
+        0
+    }
 }
 
 /// Name of the fjall database directory inside a store directory.
@@ -92,7 +98,23 @@ pub const MEMTABLE_BYTES: u64 = 8 << 20;
 pub const KV_SEPARATION_BYTES: u32 = 16 << 10;
 
 /// The embedded default: one fjall keyspace holding every record.
+///
+/// fjall stops taking writes ("poisoned") once one of its background
+/// workers fails, and stays so until the database is opened again. A batch
+/// it refused that way was not written (it checks before it writes the
+/// journal), so `apply` and `sync` then open the database again, once, and
+/// retry: dropping the old handles persists the journal, and opening replays
+/// it and removes table files no version names (docs/design.md §10). Store
+/// operations wait while that happens (a read lock each, a write lock for
+/// the reopen).
 pub struct FjallStore {
+    path: std::path::PathBuf,
+    cache_bytes: u64,
+    open: RwLock<Option<Open>>,
+    reopens: AtomicU64,
+}
+
+struct Open {
     db: fjall::Database,
     ks: fjall::Keyspace,
 }
@@ -120,7 +142,17 @@ impl FjallStore {
         if path.is_dir() {
             verify_manifests(&path)?;
         }
-        let db = fjall::Database::builder(&path)
+        let open = Self::open_db(&path, cache_bytes)?;
+        Ok(FjallStore {
+            path,
+            cache_bytes,
+            open: RwLock::new(Some(open)),
+            reopens: AtomicU64::new(0),
+        })
+    }
+
+    fn open_db(path: &Path, cache_bytes: u64) -> Result<Open, StoreError> {
+        let db = fjall::Database::builder(path)
             .cache_size(cache_bytes)
             .manual_journal_persist(true)
             .open()
@@ -139,7 +171,79 @@ impl FjallStore {
                     ))
             })
             .map_err(fjall_err)?;
-        Ok(FjallStore { db, ks })
+        Ok(Open { db, ks })
+    }
+
+    fn handles(&self) -> Result<RwLockReadGuard<'_, Option<Open>>, StoreError> {
+        let g = self.open.read().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            // A reopen failed: nothing more is served.
+            return Err(StoreError::Poisoned);
+        }
+        Ok(g)
+    }
+
+    /// Runs `op` on the open database; if fjall refused it because a
+    /// background worker had failed, opens the database again and runs it
+    /// once more.
+    fn writing(&self, op: impl Fn(&Open) -> fjall::Result<()>) -> Result<(), StoreError> {
+        let first = {
+            let g = self.handles()?;
+            let o = g.as_ref().ok_or(StoreError::Poisoned)?;
+            op(o)
+        };
+        match first {
+            Err(fjall::Error::Poisoned) => {
+                self.reopen()?;
+                let g = self.handles()?;
+                let o = g.as_ref().ok_or(StoreError::Poisoned)?;
+                op(o).map_err(fjall_err)
+            }
+            r => r.map_err(fjall_err),
+        }
+    }
+
+    fn reopen(&self) -> Result<(), StoreError> {
+        let mut g = self.open.write().unwrap_or_else(|p| p.into_inner());
+        let Some(o) = g.as_ref() else {
+            return Err(StoreError::Poisoned);
+        };
+        // Another thread may have reopened it while this one waited.
+        match o.db.persist(fjall::PersistMode::Buffer) {
+            Err(fjall::Error::Poisoned) => {}
+            r => return r.map_err(fjall_err),
+        }
+        tracing::error!(
+            "store {}: a background worker of the database failed; opening it again",
+            self.path.display()
+        );
+        // The old handles go first: they hold the database's lock, and
+        // dropping the last one persists its journal.
+        drop(g.take());
+        let mut tries = 0;
+        let open = loop {
+            match Self::open_db(&self.path, self.cache_bytes) {
+                Err(StoreError::Locked) if tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                r => break r,
+            }
+        };
+        match open {
+            Ok(o) => {
+                *g = Some(o);
+                self.reopens.fetch_add(1, Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(
+                    "store {}: opening it again failed: {e}",
+                    self.path.display()
+                );
+                Err(e)
+            }
+        }
     }
 }
 
@@ -203,9 +307,10 @@ impl FjallStore {
     ) -> Result<Vec<T>, StoreError> {
         let from = if start > prefix { start } else { prefix };
         let mut out = Vec::new();
-        for guard in self
-            .ks
-            .range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
+        let g = self.handles()?;
+        let o = g.as_ref().ok_or(StoreError::Poisoned)?;
+        for guard in
+            o.ks.range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
         {
             if out.len() >= limit {
                 break;
@@ -222,7 +327,9 @@ impl FjallStore {
 
 impl KvStore for FjallStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec()))
+        let g = self.handles()?;
+        let o = g.as_ref().ok_or(StoreError::Poisoned)?;
+        Ok(o.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec()))
     }
 
     fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
@@ -247,20 +354,24 @@ impl KvStore for FjallStore {
     }
 
     fn apply(&self, batch: &Batch) -> Result<(), StoreError> {
-        let mut b = self.db.batch();
-        for op in &batch.ops {
-            match op {
-                BatchOp::Put(k, v) => b.insert(&self.ks, k.as_slice(), v.as_slice()),
-                BatchOp::Delete(k) => b.remove(&self.ks, k.as_slice()),
+        self.writing(|o| {
+            let mut b = o.db.batch();
+            for op in &batch.ops {
+                match op {
+                    BatchOp::Put(k, v) => b.insert(&o.ks, k.as_slice(), v.as_slice()),
+                    BatchOp::Delete(k) => b.remove(&o.ks, k.as_slice()),
+                }
             }
-        }
-        b.commit().map_err(fjall_err)
+            b.commit()
+        })
     }
 
     fn sync(&self) -> Result<(), StoreError> {
-        self.db
-            .persist(fjall::PersistMode::SyncAll)
-            .map_err(fjall_err)
+        self.writing(|o| o.db.persist(fjall::PersistMode::SyncAll))
+    }
+
+    fn reopens(&self) -> u64 {
+        self.reopens.load(Relaxed)
     }
 }
 
@@ -427,6 +538,90 @@ mod tests {
             vec![b"a2".to_vec(), b"a3".to_vec()]
         );
         assert_eq!(s.scan(b"a", b"", 1).unwrap().len(), 1);
+    }
+
+    /// Every `tables` directory under `dir`.
+    fn table_dirs(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n == "tables") {
+                    out.push(p.clone());
+                }
+                table_dirs(&p, out);
+            }
+        }
+    }
+
+    /// A flush that fails (here: a file is already where its table goes, the
+    /// EEXIST seen under W1 on 2026-11-26) poisons fjall; the store opens the
+    /// database again and loses nothing it had taken.
+    #[test]
+    fn a_failed_background_flush_reopens_the_database_and_keeps_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = FjallStore::open(dir.path(), true, 1 << 20).unwrap();
+        fn value(i: u32) -> Vec<u8> {
+            vec![(i % 251) as u8; 1000]
+        }
+        fn put(s: &FjallStore, n: &mut u32, count: u32) {
+            let mut b = Batch::default();
+            for _ in 0..count {
+                b.put(format!("key{n:08}").into_bytes(), value(*n));
+                *n += 1;
+            }
+            s.apply(&b).unwrap();
+        }
+        let mut n = 0u32;
+        put(&s, &mut n, 1000);
+        let mut dirs = Vec::new();
+        table_dirs(&dir.path().join(DB_DIR), &mut dirs);
+        assert!(!dirs.is_empty(), "no tables directory under the database");
+        for d in &dirs {
+            let next = std::fs::read_dir(d)
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+                .max()
+                .map_or(0, |m| m + 1);
+            for id in next..next + 64 {
+                std::fs::write(d.join(id.to_string()), b"").unwrap();
+            }
+        }
+        // Well past one memtable (MEMTABLE_BYTES): its flush runs into the
+        // files above, and the writes after it meet the poisoned database.
+        let t = std::time::Instant::now();
+        while s.reopens() == 0 {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(60),
+                "no reopen after {n} writes"
+            );
+            put(&s, &mut n, 1000);
+            s.sync().unwrap();
+            if n as u64 * 1000 > 2 * MEMTABLE_BYTES {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        put(&s, &mut n, 10);
+        s.sync().unwrap();
+        assert_eq!(s.reopens(), 1);
+        for i in (0..n).step_by(97).chain([n - 1]) {
+            assert_eq!(
+                s.get(format!("key{i:08}").as_bytes()).unwrap(),
+                Some(value(i)),
+                "key {i} of {n}"
+            );
+        }
+        assert_eq!(
+            s.scan_keys(b"key", b"", usize::MAX).unwrap().len(),
+            n as usize
+        );
+        drop(s);
+        // What was synced is there after a fresh open too.
+        let s = FjallStore::open(dir.path(), false, 1 << 20).unwrap();
+        assert_eq!(
+            s.scan_keys(b"key", b"", usize::MAX).unwrap().len(),
+            n as usize
+        );
     }
 
     #[test]
