@@ -12,6 +12,7 @@ mod negative_dentries;
 mod opens;
 mod permissions;
 mod posix_basics;
+mod store_reopen;
 mod tools;
 mod transport;
 mod workers;

@@ -312,6 +312,9 @@ impl KvStore for GatedStore {
     fn sync(&self) -> Result<(), StoreError> {
         self.inner.sync()
     }
+    fn reopens(&self) -> u64 {
+        self.inner.reopens()
+    }
 }
 
 /// While the store writes a commit's batch, requests go on: they read the

@@ -239,6 +239,10 @@ impl KvStore for InFlightStore {
     fn sync(&self) -> Result<(), StoreError> {
         self.base.sync()
     }
+
+    fn reopens(&self) -> u64 {
+        self.base.reopens()
+    }
 }
 
 #[cfg(test)]

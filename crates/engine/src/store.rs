@@ -79,10 +79,9 @@ pub trait KvStore: Send + Sync {
     fn apply(&self, batch: &Batch) -> Result<(), StoreError>;
     fn sync(&self) -> Result<(), StoreError>;
     /// Times the store was opened again after a failure of its own
-    /// (`FjallStore`); a gauge in `churnfs stats`.
-    fn reopens(&self) -> u64 {
-        0
-    }
+    /// (`FjallStore`); a gauge in `churnfs stats`. No default: a wrapper
+    /// must pass it on.
+    fn reopens(&self) -> u64;
 }
 
 /// Name of the fjall database directory inside a store directory.
@@ -499,6 +498,10 @@ impl KvStore for MemStore {
             apply_to(&mut g.durable, b);
         }
         Ok(())
+    }
+
+    fn reopens(&self) -> u64 {
+        0
     }
 }
 
