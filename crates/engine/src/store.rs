@@ -96,6 +96,10 @@ pub const MEMTABLE_BYTES: u64 = 8 << 20;
 /// files). Set when the store is made.
 pub const KV_SEPARATION_BYTES: u32 = 16 << 10;
 
+/// Reopens after a worker failure one `FjallStore` makes at most: a failure
+/// that keeps coming back is not one a reopen cures.
+pub const REOPENS_MAX: u64 = 8;
+
 /// The embedded default: one fjall keyspace holding every record.
 ///
 /// fjall stops taking writes ("poisoned") once one of its background
@@ -103,7 +107,8 @@ pub const KV_SEPARATION_BYTES: u32 = 16 << 10;
 /// it refused that way was not written (it checks before it writes the
 /// journal), so `apply` and `sync` then open the database again, once, and
 /// retry: dropping the old handles persists the journal, and opening replays
-/// it and removes table files no version names (docs/design.md §10). Store
+/// it and removes table files no version names (docs/design.md §10), at
+/// most `REOPENS_MAX` times. Store
 /// operations wait while that happens (a read lock each, a write lock for
 /// the reopen).
 pub struct FjallStore {
@@ -211,6 +216,15 @@ impl FjallStore {
         match o.db.persist(fjall::PersistMode::Buffer) {
             Err(fjall::Error::Poisoned) => {}
             r => return r.map_err(fjall_err),
+        }
+        if self.reopens.load(Relaxed) >= REOPENS_MAX {
+            tracing::error!(
+                "store {}: a background worker of the database failed again, after {} reopens; \
+                 no more writes until it is mounted again",
+                self.path.display(),
+                REOPENS_MAX
+            );
+            return Err(StoreError::Poisoned);
         }
         tracing::error!(
             "store {}: a background worker of the database failed; opening it again",
