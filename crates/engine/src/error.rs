@@ -16,6 +16,8 @@ pub enum StoreError {
     NoSpace,
     #[error("store refused writes after an earlier failure")]
     Poisoned,
+    #[error("store closed: opening it again after a failure did not succeed")]
+    Closed,
 }
 
 impl StoreError {

@@ -14,8 +14,8 @@ use crate::error::StoreError;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, RwLock};
 
 /// One write in a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,22 +100,31 @@ pub const KV_SEPARATION_BYTES: u32 = 16 << 10;
 /// that keeps coming back is not one a reopen cures.
 pub const REOPENS_MAX: u64 = 8;
 
+/// How long a reopen waits for the calls in flight to let go of the
+/// database (a writer held up by fjall's write stall may never).
+const REOPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The embedded default: one fjall keyspace holding every record.
 ///
 /// fjall stops taking writes ("poisoned") once one of its background
 /// workers fails, and stays so until the database is opened again. A batch
 /// it refused that way was not written (it checks before it writes the
-/// journal), so `apply` and `sync` then open the database again, once, and
-/// retry: dropping the old handles persists the journal, and opening replays
-/// it and removes table files no version names (docs/design.md §10), at
-/// most `REOPENS_MAX` times. Store
-/// operations wait while that happens (a read lock each, a write lock for
-/// the reopen).
+/// journal), so `apply` and `sync` then open the database again, at most
+/// `REOPENS_MAX` times, and retry once: dropping the old handles persists
+/// the journal, and opening replays it and removes table files no version
+/// names (docs/design.md §10). fjall sets the same flag when one of our own
+/// writes or syncs fails; after that no reopen is made, since what failed
+/// to reach the disk would be taken for written. Store calls take a read
+/// lock on the handles, a reopen the write lock.
 pub struct FjallStore {
     path: std::path::PathBuf,
     cache_bytes: u64,
     open: RwLock<Option<Open>>,
     reopens: AtomicU64,
+    /// One of our writes or syncs failed: no reopen from then on.
+    own_failure: AtomicBool,
+    /// The reopens are used up and that was logged.
+    gave_up: AtomicBool,
 }
 
 struct Open {
@@ -152,6 +161,8 @@ impl FjallStore {
             cache_bytes,
             open: RwLock::new(Some(open)),
             reopens: AtomicU64::new(0),
+            own_failure: AtomicBool::new(false),
+            gave_up: AtomicBool::new(false),
         })
     }
 
@@ -178,71 +189,88 @@ impl FjallStore {
         Ok(Open { db, ks })
     }
 
-    fn handles(&self) -> Result<RwLockReadGuard<'_, Option<Open>>, StoreError> {
+    /// Runs `f` on the open database.
+    fn with<R>(&self, f: impl FnOnce(&Open) -> Result<R, StoreError>) -> Result<R, StoreError> {
         let g = self.open.read().unwrap_or_else(|p| p.into_inner());
-        if g.is_none() {
-            // A reopen failed: nothing more is served.
-            return Err(StoreError::Poisoned);
-        }
-        Ok(g)
+        // `None`: a reopen failed, and nothing more is served.
+        f(g.as_ref().ok_or(StoreError::Closed)?)
     }
 
-    /// Runs `op` on the open database; if fjall refused it because a
-    /// background worker had failed, opens the database again and runs it
-    /// once more.
+    /// Runs the write `op`; if fjall refused it because the database was
+    /// poisoned by a background worker, opens the database again and runs
+    /// it once more.
     fn writing(&self, op: impl Fn(&Open) -> fjall::Result<()>) -> Result<(), StoreError> {
-        let first = {
-            let g = self.handles()?;
-            let o = g.as_ref().ok_or(StoreError::Poisoned)?;
-            op(o)
-        };
-        match first {
+        let r = match self.with(|o| Ok(op(o)))? {
             Err(fjall::Error::Poisoned) => {
                 self.reopen()?;
-                let g = self.handles()?;
-                let o = g.as_ref().ok_or(StoreError::Poisoned)?;
-                op(o).map_err(fjall_err)
+                self.with(|o| Ok(op(o)))?
             }
-            r => r.map_err(fjall_err),
+            r => r,
+        };
+        if r.as_ref()
+            .is_err_and(|e| !matches!(e, fjall::Error::Poisoned))
+        {
+            self.own_failure.store(true, Relaxed);
         }
+        r.map_err(fjall_err)
     }
 
     fn reopen(&self) -> Result<(), StoreError> {
-        let mut g = self.open.write().unwrap_or_else(|p| p.into_inner());
-        let Some(o) = g.as_ref() else {
+        if self.own_failure.load(Relaxed) {
             return Err(StoreError::Poisoned);
+        }
+        let deadline = std::time::Instant::now() + REOPEN_WAIT;
+        let mut g = loop {
+            match self.open.try_write() {
+                Ok(g) => break g,
+                Err(std::sync::TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if std::time::Instant::now() >= deadline {
+                        tracing::error!(
+                            "store {}: the database refused a write after an earlier failure, \
+                             and calls in flight kept it busy for {REOPEN_WAIT:?}; not opened again",
+                            self.path.display()
+                        );
+                        return Err(StoreError::Poisoned);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+        };
+        let Some(o) = g.as_ref() else {
+            return Err(StoreError::Closed);
         };
         // Another thread may have reopened it while this one waited.
         match o.db.persist(fjall::PersistMode::Buffer) {
             Err(fjall::Error::Poisoned) => {}
-            r => return r.map_err(fjall_err),
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                self.own_failure.store(true, Relaxed);
+                return Err(fjall_err(e));
+            }
         }
         if self.reopens.load(Relaxed) >= REOPENS_MAX {
-            tracing::error!(
-                "store {}: a background worker of the database failed again, after {} reopens; \
-                 no more writes until it is mounted again",
-                self.path.display(),
-                REOPENS_MAX
-            );
+            if !self.gave_up.swap(true, Relaxed) {
+                tracing::error!(
+                    "store {}: the database refused a write after an earlier failure, and \
+                     {REOPENS_MAX} reopens are used up; no more writes until it is mounted again",
+                    self.path.display()
+                );
+            }
             return Err(StoreError::Poisoned);
         }
         tracing::error!(
-            "store {}: a background worker of the database failed; opening it again",
+            "store {}: the database refused a write after a failure in its background work; \
+             opening it again",
             self.path.display()
         );
         // The old handles go first: they hold the database's lock, and
-        // dropping the last one persists its journal.
+        // dropping the last one persists its journal. fjall waits for its
+        // workers to end before it lets the lock go, so a `Locked` below is
+        // reported, not waited out.
         drop(g.take());
-        let mut tries = 0;
-        let open = loop {
-            match Self::open_db(&self.path, self.cache_bytes) {
-                Err(StoreError::Locked) if tries < 100 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                r => break r,
-            }
-        };
+        let open =
+            verify_manifests(&self.path).and_then(|()| Self::open_db(&self.path, self.cache_bytes));
         match open {
             Ok(o) => {
                 *g = Some(o);
@@ -258,6 +286,42 @@ impl FjallStore {
             }
         }
     }
+}
+
+/// For tests of a failing store: puts an empty file at each of the next
+/// `count` table names of every tree under the database directory `db`, so
+/// that the next flush there fails with EEXIST; returns their paths.
+#[doc(hidden)]
+pub fn occupy_next_table_names(db: &Path, count: u64) -> std::io::Result<Vec<std::path::PathBuf>> {
+    fn table_dirs(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+        for e in std::fs::read_dir(dir)? {
+            let p = e?.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n == "tables") {
+                    out.push(p.clone());
+                }
+                table_dirs(&p, out)?;
+            }
+        }
+        Ok(())
+    }
+    let mut dirs = Vec::new();
+    table_dirs(db, &mut dirs)?;
+    let mut made = Vec::new();
+    for d in dirs {
+        let mut next = 0;
+        for e in std::fs::read_dir(&d)? {
+            if let Some(id) = e?.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) {
+                next = next.max(id + 1);
+            }
+        }
+        for id in next..next + count {
+            let p = d.join(id.to_string());
+            std::fs::write(&p, b"")?;
+            made.push(p);
+        }
+    }
+    Ok(made)
 }
 
 /// Checks each keyspace's manifest against the checksum its `current` file
@@ -320,29 +384,27 @@ impl FjallStore {
     ) -> Result<Vec<T>, StoreError> {
         let from = if start > prefix { start } else { prefix };
         let mut out = Vec::new();
-        let g = self.handles()?;
-        let o = g.as_ref().ok_or(StoreError::Poisoned)?;
-        for guard in
-            o.ks.range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
-        {
-            if out.len() >= limit {
-                break;
+        self.with(|o| {
+            for guard in
+                o.ks.range::<&[u8], _>((Bound::Included(from), Bound::Unbounded))
+            {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, item) = take(guard).map_err(fjall_err)?;
+                if !k.starts_with(prefix) {
+                    break;
+                }
+                out.push(item);
             }
-            let (k, item) = take(guard).map_err(fjall_err)?;
-            if !k.starts_with(prefix) {
-                break;
-            }
-            out.push(item);
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 }
 
 impl KvStore for FjallStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let g = self.handles()?;
-        let o = g.as_ref().ok_or(StoreError::Poisoned)?;
-        Ok(o.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec()))
+        self.with(|o| Ok(o.ks.get(key).map_err(fjall_err)?.map(|v| v.to_vec())))
     }
 
     fn scan(&self, prefix: &[u8], start: &[u8], limit: usize) -> Result<Vec<KvPair>, StoreError> {
@@ -557,19 +619,6 @@ mod tests {
         assert_eq!(s.scan(b"a", b"", 1).unwrap().len(), 1);
     }
 
-    /// Every `tables` directory under `dir`.
-    fn table_dirs(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if p.file_name().is_some_and(|n| n == "tables") {
-                    out.push(p.clone());
-                }
-                table_dirs(&p, out);
-            }
-        }
-    }
-
     /// A flush that fails (here: a file is already where its table goes, the
     /// EEXIST seen under W1 on 2026-11-26) poisons fjall; the store opens the
     /// database again and loses nothing it had taken.
@@ -590,20 +639,9 @@ mod tests {
         }
         let mut n = 0u32;
         put(&s, &mut n, 1000);
-        let mut dirs = Vec::new();
-        table_dirs(&dir.path().join(DB_DIR), &mut dirs);
-        assert!(!dirs.is_empty(), "no tables directory under the database");
-        for d in &dirs {
-            let next = std::fs::read_dir(d)
-                .unwrap()
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
-                .max()
-                .map_or(0, |m| m + 1);
-            for id in next..next + 64 {
-                std::fs::write(d.join(id.to_string()), b"").unwrap();
-            }
-        }
+        let taken = occupy_next_table_names(&dir.path().join(DB_DIR), 64).unwrap();
+        assert!(!taken.is_empty(), "no tables directory under the database");
+        assert_eq!(s.reopens(), 0);
         // Well past one memtable (MEMTABLE_BYTES): its flush runs into the
         // files above, and the writes after it meet the poisoned database.
         let t = std::time::Instant::now();
@@ -621,6 +659,15 @@ mod tests {
         put(&s, &mut n, 10);
         s.sync().unwrap();
         assert_eq!(s.reopens(), 1);
+        // The reopen removed the files in the way (a table made since may
+        // have one of their names).
+        for p in &taken {
+            assert!(
+                std::fs::metadata(p).map_or(true, |m| m.len() > 0),
+                "{} still empty",
+                p.display()
+            );
+        }
         for i in (0..n).step_by(97).chain([n - 1]) {
             assert_eq!(
                 s.get(format!("key{i:08}").as_bytes()).unwrap(),

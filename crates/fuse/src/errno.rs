@@ -72,6 +72,8 @@ mod tests {
             ),
             (EngineError::Store(StoreError::NoSpace), libc::ENOSPC),
             (EngineError::Store(StoreError::Locked), libc::EIO),
+            (EngineError::Store(StoreError::Poisoned), libc::EIO),
+            (EngineError::Store(StoreError::Closed), libc::EIO),
         ];
         for (e, code) in table {
             assert_eq!(errno(&e).code(), code, "{e:?}");
