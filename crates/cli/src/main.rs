@@ -57,6 +57,20 @@ const DEFAULT_LOG: &str =
 /// Set by `mount` once the store is open and the filesystem serving.
 pub static STORE_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// The most verbose `log` level that `hint` (the filter's own bound; `None`
+/// when it has none) can let through.
+fn log_level_cap(hint: Option<tracing_subscriber::filter::LevelFilter>) -> log::LevelFilter {
+    use tracing_subscriber::filter::LevelFilter as T;
+    match hint {
+        None | Some(T::TRACE) => log::LevelFilter::Trace,
+        Some(T::DEBUG) => log::LevelFilter::Debug,
+        Some(T::INFO) => log::LevelFilter::Info,
+        Some(T::WARN) => log::LevelFilter::Warn,
+        Some(T::ERROR) => log::LevelFilter::Error,
+        Some(_) => log::LevelFilter::Off,
+    }
+}
+
 fn from_store(target: &str) -> bool {
     target.starts_with("fjall") || target.starts_with("lsm_tree")
 }
@@ -67,6 +81,7 @@ fn main() -> ExitCode {
     unsafe { libc::umask(0o077) };
     let filter = tracing_subscriber::EnvFilter::try_from_env("CHURNFS_LOG")
         .unwrap_or_else(|_| DEFAULT_LOG.into());
+    let most = log_level_cap(filter.max_level_hint());
     let store_gate = tracing_subscriber::filter::filter_fn(|m| {
         !from_store(m.target()) || STORE_LOGS.load(std::sync::atomic::Ordering::Relaxed)
     });
@@ -80,6 +95,12 @@ fn main() -> ExitCode {
                 .with_filter(store_gate),
         )
         .init();
+    // `init` hands the `log` crate's records (fuser's, fjall's) to tracing
+    // with the `log` macros' own level check wide open, so that every
+    // request paid for a record the filter then refused: fuser logs each
+    // request at debug. The cap makes those macros stop at their one
+    // comparison unless the filter could let them through.
+    log::set_max_level(most);
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Mkfs { store } => store_dir::mkfs(&store),
@@ -136,4 +157,23 @@ macro_rules! err {
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), $($t)*);
     }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(directives: &str) -> log::LevelFilter {
+        log_level_cap(tracing_subscriber::EnvFilter::new(directives).max_level_hint())
+    }
+
+    #[test]
+    fn the_log_cap_follows_the_filter() {
+        // The default lets nothing below warn through, so fuser's
+        // per-request debug records stop at the `log` macro.
+        assert_eq!(cap(DEFAULT_LOG), log::LevelFilter::Warn);
+        assert_eq!(cap("off"), log::LevelFilter::Off);
+        assert_eq!(cap("off,fuser=debug"), log::LevelFilter::Debug);
+        assert_eq!(cap("trace"), log::LevelFilter::Trace);
+    }
 }
