@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# How long each daemon takes from reading a W7 first miss to writing its answer:
+#   bash handler.sh [BIN]      (root; OPTS="-o ..." for churnfs's mount options)
+# Runs `churnfs-bench w7-pair` for 4 s and traces, for 1.5 s in the middle, the end of
+# every read(2) and the start of every writev(2) of both daemons' threads (ftrace
+# syscall events); prints per thread the answers seen and the read-to-writev time
+# (ftrace prints microseconds, so the mean of those under 50 µs is the figure to read).
+set -u
+. "$(dirname "$0")/common.sh"
+up
+T=/sys/kernel/tracing
+echo 0 >$T/tracing_on; echo >$T/trace; echo 8192 >$T/buffer_size_kb
+filt=$(for t in $(ls /proc/"$FP"/task /proc/"$CP"/task | grep -E '^[0-9]+$'); do printf 'common_pid == %s || ' "$t"; done | sed 's/ || $//')
+for e in syscalls/sys_exit_read syscalls/sys_enter_writev; do echo "$filt" >$T/events/$e/filter; echo 1 >$T/events/$e/enable; done
+"$BIN/churnfs-bench" w7-pair --dir "$D" --against "$F/mnt" --secs 4 >"$C/pair.out" &
+W=$!
+sleep 2.2; echo 1 >$T/tracing_on; sleep 1.5; echo 0 >$T/tracing_on
+wait $W
+for e in syscalls/sys_exit_read syscalls/sys_enter_writev; do echo 0 >$T/events/$e/enable; echo 0 >$T/events/$e/filter; done
+cp $T/trace "$C/trace"; echo >$T/trace
+echo "[${OPTS:-defaults}] $(tr '\n' ' ' <"$C/pair.out")"
+python3 - "$C/trace" "$FP" "$CP" <<'PY'
+import os, re, statistics, sys
+trace, fp, cp = sys.argv[1:]
+who = {t: 'floor' for t in os.listdir(f'/proc/{fp}/task')}
+who.update({t: 'churnfs' for t in os.listdir(f'/proc/{cp}/task')})
+last, lat = {}, {}
+for l in open(trace):
+    m = re.match(r'\s*\S+-(\d+)\s+\[\d+\]\s+\S+\s+([\d.]+): (sys_\w+)', l)
+    if not m:
+        continue
+    tid, ts, ev = m.groups()
+    if ev.startswith('sys_read'):
+        last[tid] = float(ts)
+    elif tid in last:
+        lat.setdefault(tid, []).append((float(ts) - last.pop(tid)) * 1e6)
+for tid, v in sorted(lat.items(), key=lambda x: -len(x[1])):
+    if len(v) > 1000:
+        u = [x for x in v if x < 50]
+        print(f'  {who.get(tid, "?")} thread {tid}: {len(v)} answers, read-to-writev mean {statistics.mean(u):.2f} µs')
+PY
+down
