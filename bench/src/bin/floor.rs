@@ -16,6 +16,10 @@
 //! cores), each with its own cloned descriptor; created files' entries and
 //! attributes carry a 1 s TTL, as churnfs's do.
 //!
+//! With `FLOOR_DELAY_NS=N` in its environment (experiments only, no bench
+//! target sets it), it busy-waits N ns before it answers a missing name: a
+//! server as slow as a real one, without touching any memory meanwhile.
+//!
 //! Runs in the foreground until unmounted (`fusermount3 -u MOUNTPOINT`).
 
 use fuser::{
@@ -59,6 +63,8 @@ fn attr(ino: INodeNo, kind: FileType) -> FileAttr {
 struct Floor {
     /// How long to poll for the next request after a reply (zero: never).
     spin: Duration,
+    /// Busy-wait before answering a missing name (`FLOOR_DELAY_NS`).
+    delay: Duration,
     /// A duplicate of the session's descriptor, to poll.
     probe: Arc<OnceLock<OwnedFd>>,
     /// Created files (FILES mode only).
@@ -128,6 +134,10 @@ impl Filesystem for Floor {
                 fuser::Generation(0),
             );
         } else {
+            if !self.delay.is_zero() {
+                let t = Instant::now();
+                while t.elapsed() < self.delay {}
+            }
             reply.error(Errno::ENOENT);
         }
         self.spin();
@@ -326,8 +336,14 @@ fn main() -> std::process::ExitCode {
         MountOption::Subtype("floor".into()),
     ];
     let probe = Arc::new(OnceLock::new());
+    let delay_ns = match std::env::var("FLOOR_DELAY_NS").map(|v| v.parse::<u64>()) {
+        Err(_) => 0,
+        Ok(Ok(ns)) => ns,
+        Ok(Err(_)) => return usage(),
+    };
     let floor = Floor {
         spin: Duration::from_micros(spin_us),
+        delay: Duration::from_nanos(delay_ns),
         probe: probe.clone(),
         files: files.then(|| Mutex::new(Files::default())),
     };
