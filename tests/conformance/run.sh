@@ -3,7 +3,7 @@
 #   pjdfstest (whole suite, as root and as the users `nobody` and `tests`),
 #   fsx (100,000 operations with a fixed seed and 100,000 with a random one),
 #   stress-ng (the filesystem class, every stressor in turn),
-#   uring: fsx and stress-ng again over FUSE over io_uring.
+#   uring: fsx and stress-ng again over FUSE over io_uring, and O_TMPFILE.
 # Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng|uring]...   (default: all)
 # CONF_MOUNT_OPTS adds mount options to every mount (e.g. uring=1).
 # After each suite the filesystem is unmounted and `churnfs fsck` must be clean.
@@ -178,9 +178,19 @@ run_uring() {
   [ "${handed:-0}" -gt 0 ] || {
     echo "conformance: no fsync was handed to a ring queue's waiter during stress-ng" >&2; exit 1; }
   unmount_check
+  # O_TMPFILE is served over the ring only (ring.rs decodes FUSE_TMPFILE):
+  # the mount test's ring half, made mandatory here.
+  log "O_TMPFILE over io_uring (cargo test -p churnfs-tests --test mount tmpfile_over_the_ring)"
+  local out; out=$(mktemp /tmp/churnfs-conf.tmpfile.XXXXXX)
+  (cd "$here/../.." && CHURNFS_TEST_RING=1 CHURNFS_BIN="$BIN" \
+      cargo test -q -p churnfs-tests --test mount tmpfile_over_the_ring) >"$out" 2>&1 || {
+    cat "$out"; rm -f "$out"; echo "conformance: O_TMPFILE over io_uring failed" >&2; exit 1; }
+  grep -q '1 passed' "$out" || {
+    cat "$out"; rm -f "$out"; echo "conformance: the O_TMPFILE test did not run" >&2; exit 1; }
+  rm -f "$out"
   echo "$old" > "$p"
   trap cleanup EXIT
-  log "uring: fsx ($served requests on the ring) and stress-ng ($handed fsyncs handed to waiters) passed over io_uring"
+  log "uring: fsx ($served requests on the ring), stress-ng ($handed fsyncs handed to waiters) and O_TMPFILE passed over io_uring"
 }
 
 install_suites

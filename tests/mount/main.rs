@@ -13,6 +13,7 @@ mod opens;
 mod permissions;
 mod posix_basics;
 mod store_reopen;
+mod tmpfile;
 mod tools;
 mod transport;
 mod workers;

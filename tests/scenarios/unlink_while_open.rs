@@ -263,3 +263,76 @@ fn a_crash_while_a_large_file_is_freed_is_finished_by_recovery() {
         fs.fsck();
     }
 }
+
+/// O_TMPFILE: born without a link, so an open-unlinked file from the start.
+#[test]
+fn a_tmpfile_is_unlinked_from_birth_and_freed_at_last_release_and_forget() {
+    let fs = Fs::new();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600).unwrap();
+    let f = attr.ino;
+    assert_eq!(attr.nlink, 0);
+    assert!(fs.names(Ino::ROOT).is_empty(), "a tmpfile has no name");
+    assert_eq!(fs.stat("unlinked_inodes"), 1);
+    let data = pattern(7, 100_000);
+    fs.e().write(f, 0, &data).unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(fs.read_all(f), data);
+    fs.fsck();
+    fs.e().release(f).unwrap();
+    fs.e().forget(f, 1);
+    assert_err!(fs.e().getattr(f), EngineError::NotFound);
+    assert_eq!(fs.stat("unlinked_inodes"), 0);
+    assert_eq!(fs.stat("unlinked_freed"), 1);
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![], "records of the tmpfile left");
+    fs.fsck();
+}
+
+/// linkat of a tmpfile's descriptor gives it a name: it leaves the unlinked
+/// set, outlives its release and FORGET, and a crash keeps it.
+#[test]
+fn a_linked_tmpfile_is_an_ordinary_file() {
+    let mut fs = Fs::new();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o640).unwrap();
+    let f = attr.ino;
+    let data = pattern(3, 9_000);
+    fs.e().write(f, 0, &data).unwrap();
+    fs.e().fsync().unwrap();
+    let linked = fs.e().link(f, Ino::ROOT, b"named").unwrap();
+    assert_eq!(linked.nlink, 1);
+    assert_eq!(fs.stat("unlinked_inodes"), 0);
+    fs.e().release(f).unwrap();
+    // The reference of the tmpfile's reply and the link's.
+    fs.e().forget(f, 2);
+    fs.e().fsync().unwrap();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 0);
+    assert_eq!(fs.ino(Ino::ROOT, b"named").unwrap(), f);
+    assert_eq!(fs.read_all(f), data);
+    assert_eq!(fs.e().getattr(f).unwrap().perm, 0o640);
+    fs.fsck();
+}
+
+/// A crash while a tmpfile is open: recovery frees it.
+#[test]
+fn a_crash_with_a_tmpfile_open_reclaims_it_at_mount() {
+    let mut fs = Fs::new();
+    let keep = fs.mkfile(Ino::ROOT, b"keep", b"kept");
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600).unwrap();
+    let f = attr.ino;
+    fs.e().write(f, 0, &pattern(1, 150_000)).unwrap();
+    fs.e().fsync().unwrap();
+    assert!(
+        keys_of(&fs.store, f).len() > 2,
+        "blocks of the tmpfile are stored"
+    );
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 1);
+    assert_eq!(
+        keys_of(&fs.store, f),
+        vec![],
+        "recovery left records of {f}"
+    );
+    assert_eq!(fs.read_all(keep), b"kept");
+    fs.fsck();
+}

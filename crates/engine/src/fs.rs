@@ -858,6 +858,51 @@ impl Engine {
         Ok((attr, Fh(self.next_fh.fetch_add(1, Ordering::Relaxed))))
     }
 
+    /// O_TMPFILE: a regular file in no directory, open once and held by the
+    /// kernel. `parent` only gives it its group (set-group-ID directories)
+    /// and is where the caller was allowed to create. It has no link from
+    /// birth, so it is an open-unlinked file like any other: the next commit
+    /// writes its inode record with its `U` record, a crash leaves it to the
+    /// reclaim, and its last release and FORGET free it, unless `link`
+    /// names it first (linkat of the descriptor).
+    pub fn tmpfile(&self, ctx: Ctx, parent: Ino, mode: u32) -> Result<(Attr, Fh)> {
+        let now = Timespec::now();
+        let mut s = self.lock()?;
+        let (pgid, psetgid) = {
+            let p = s.dir(parent)?;
+            (p.rec.gid, p.rec.perm & libc::S_ISGID as u16 != 0)
+        };
+        let ino = s.alloc_ino();
+        let rec = InodeRecord {
+            kind: FileKind::Regular,
+            perm: (mode & 0o7777) as u16,
+            nlink: 0,
+            uid: ctx.uid,
+            gid: if psetgid { pgid } else { ctx.gid },
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            parent: Ino(0),
+            entries: 0,
+            has_xattrs: false,
+            extra: None,
+        };
+        s.part(ino).icache.insert(ino, Inode::new(rec, false));
+        s.dirty_inode(ino);
+        s.part(ino).icache.hold(ino);
+        s.inode(ino)?.opens += 1;
+        s.part(ino).icache.repin(ino);
+        // No link, open: it joins the unlinked set.
+        s.settle(ino);
+        assert!(s.unlinked.contains(ino), "{ino}: a tmpfile not unlinked");
+        Stats::inc(&self.stats.open_handles);
+        Stats::inc(&self.stats.tmpfiles);
+        let attr = s.inode(ino)?.attr(ino);
+        Ok((attr, Fh(self.next_fh.fetch_add(1, Ordering::Relaxed))))
+    }
+
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let now = Timespec::now();
@@ -922,7 +967,10 @@ impl Engine {
         i.rec.nlink += 1;
         i.rec.ctime = now;
         if i.rec.nlink == 1 {
+            // A tmpfile given its first name (the kernel links no other
+            // inode without a link).
             s.unlinked.remove(ino);
+            Stats::set(&self.stats.unlinked_inodes, s.unlinked.len() as u64);
         }
         s.dirty_inode(ino);
         s.set_name(newparent, newname, Some((ino, kind)), stored);

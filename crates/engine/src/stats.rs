@@ -71,6 +71,7 @@ stats! {
     // unlinked
     unlinked_inodes,
     unlinked_freed,
+    tmpfiles,
     recovered_unlinked,
     recovery_running,
     large_frees_queued,
@@ -150,6 +151,7 @@ stats! {
     op_xattr,
     op_access,
     op_create,
+    op_tmpfile,
     op_fallocate,
     op_lseek,
 }

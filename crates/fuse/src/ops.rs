@@ -524,6 +524,26 @@ impl Core {
         })
     }
 
+    /// FUSE_TMPFILE (O_TMPFILE), over io_uring only (ring.rs): a file with
+    /// no name, created where the caller may create. The kernel names its
+    /// dentry "/"; nothing of that reaches the engine or the negative-name
+    /// bookkeeping.
+    pub(crate) fn do_tmpfile(&self, who: Who, parent: u64, mode: u32) -> Res<Created> {
+        if !self.opens.load(Relaxed) {
+            // As for CREATE; the kernel then refuses O_TMPFILE itself.
+            return Err(Errno::ENOSYS);
+        }
+        self.permit(who, |c| self.may_create(c, parent))?;
+        let (a, fh) = res(self.engine.tmpfile(who.ctx(), Ino(parent), mode))?;
+        Ok(Created {
+            entry: self.entry_one_ttl(&a),
+            opened: Opened {
+                fh: fh.0,
+                flags: self.open_flags(),
+            },
+        })
+    }
+
     pub(crate) fn do_fallocate(&self, i: u64, offset: u64, length: u64, mode: i32) -> Res<()> {
         res(self.engine.fallocate(Ino(i), offset, length, mode))
     }

@@ -64,6 +64,9 @@ const FALLOCATE: u32 = 43;
 const READDIRPLUS: u32 = 44;
 const RENAME2: u32 = 45;
 const LSEEK: u32 = 46;
+/// O_TMPFILE (Linux 6.1+). fuser 0.18 does not decode it, so over /dev/fuse
+/// it is answered ENOSYS and the kernel refuses O_TMPFILE from then on.
+const TMPFILE: u32 = 51;
 
 // SETATTR's `valid` bits.
 const FATTR_MODE: u32 = 1 << 0;
@@ -119,7 +122,7 @@ fn fixed_len(op: u32) -> usize {
     match op {
         GETATTR => 16,
         SETATTR => 88,
-        MKNOD | RENAME2 | CREATE | FSYNC | FSYNCDIR => 16,
+        MKNOD | RENAME2 | CREATE | TMPFILE | FSYNC | FSYNCDIR => 16,
         MKDIR | RENAME | LINK | OPEN | OPENDIR | ACCESS => 8,
         SETXATTR | GETXATTR | LISTXATTR => 8,
         READ | WRITE | READDIR | READDIRPLUS => 40,
@@ -463,6 +466,13 @@ fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
             Stats::inc(&st.op_create);
             let (name, _) = r.name()?;
             let c = core.do_create(r.who, i, name, u32_at(f, 4))?;
+            let n = put_entry(out, 0, &c.entry);
+            Ok(n + put_open(out, n, &c.opened))
+        }
+        TMPFILE => {
+            // fuse_create_in, then the dentry's name ("/"), unused.
+            Stats::inc(&st.op_tmpfile);
+            let c = core.do_tmpfile(r.who, i, u32_at(f, 4))?;
             let n = put_entry(out, 0, &c.entry);
             Ok(n + put_open(out, n, &c.opened))
         }
