@@ -207,6 +207,17 @@ pub enum Op {
     ReleaseHeld {
         seed: u64,
     },
+    /// O_TMPFILE in a directory: a file born unlinked, written and held.
+    Tmpfile {
+        dir: String,
+        len: usize,
+        seed: u64,
+    },
+    /// linkat of the oldest held tmpfile: it gets the name `to`, then is
+    /// closed.
+    LinkHeld {
+        to: String,
+    },
     Fsync,
     Remount,
 }
@@ -217,8 +228,14 @@ const XATTRS: [&str; 3] = ["user.a", "user.b", "trusted.c"];
 /// Drives an engine and the reference model with the same operations.
 pub struct Driver {
     pub model: Model,
-    /// Files unlinked while open, still open: inode and contents.
+    /// Files unlinked while open (or made by O_TMPFILE), still open: inode
+    /// and contents.
     pub held: Vec<(Ino, Vec<u8>)>,
+    /// The held files made by O_TMPFILE: only they may be linked again
+    /// (the kernel's I_LINKABLE), and none may come back after a crash.
+    pub tmpfiles: std::collections::BTreeSet<Ino>,
+    /// Tmpfiles given a name so far.
+    pub tmpfiles_linked: u64,
     pub rng: Rng,
 }
 
@@ -233,6 +250,8 @@ impl Driver {
         Driver {
             model: Model::default(),
             held: Vec::new(),
+            tmpfiles: Default::default(),
+            tmpfiles_linked: 0,
             rng: Rng::new(seed),
         }
     }
@@ -324,11 +343,19 @@ impl Driver {
                     from: self.rng.pick(&paths).clone(),
                     to: self.new_path(),
                 },
-                84..=86 if !single.is_empty() => Op::UnlinkKeepOpen {
+                84..=85 if !single.is_empty() => Op::UnlinkKeepOpen {
                     path: self.rng.pick(&single).clone(),
                 },
-                87..=89 if !self.held.is_empty() => Op::ReleaseHeld {
+                86 => Op::Tmpfile {
+                    dir: self.rng.pick(&self.model.dirs()).clone(),
+                    len: self.rng.below(5000) as usize,
                     seed: self.rng.next_u64(),
+                },
+                87..=88 if !self.held.is_empty() => Op::ReleaseHeld {
+                    seed: self.rng.next_u64(),
+                },
+                89 if !crowded && !self.tmpfiles.is_empty() => Op::LinkHeld {
+                    to: self.new_path(),
                 },
                 90..=97 => Op::Fsync,
                 98..=99 if remount => Op::Remount,
@@ -541,6 +568,7 @@ impl Driver {
             }
             Op::ReleaseHeld { seed } => {
                 let (ino, mut data) = self.held.remove(0);
+                self.tmpfiles.remove(&ino);
                 let extra = pattern(*seed, 100);
                 let off = data.len() as u64 / 2;
                 e.write(ino, off, &extra)
@@ -560,6 +588,54 @@ impl Driver {
                     other => panic!("{ctx}: {ino} outlived its last release: {other:?}"),
                 }
             }
+            Op::Tmpfile { dir, len, seed } => {
+                let parent = resolve(fs, dir);
+                let (a, _) = e
+                    .tmpfile(CTX, parent, 0o644, true)
+                    .unwrap_or_else(|err| panic!("{ctx}: tmpfile: {err:?}"));
+                assert_eq!(a.nlink, 0, "{ctx}: a tmpfile with a link");
+                // The driver keeps no kernel reference (see `compare`).
+                e.forget(a.ino, 1);
+                let data = pattern(*seed, *len);
+                if !data.is_empty() {
+                    e.write(a.ino, 0, &data)
+                        .unwrap_or_else(|err| panic!("{ctx}: write to a tmpfile: {err:?}"));
+                }
+                self.held.push((a.ino, data));
+                self.tmpfiles.insert(a.ino);
+            }
+            Op::LinkHeld { to } => {
+                let i = self
+                    .held
+                    .iter()
+                    .position(|(ino, _)| self.tmpfiles.contains(ino))
+                    .expect("a held tmpfile");
+                let ino = self.held[i].0;
+                let (dir, name) = split(to);
+                let parent = resolve(fs, dir);
+                let res = e.link(ino, parent, name.as_bytes()).map(|a| {
+                    assert_eq!(a.ino, ino, "{ctx}: link answered another inode");
+                    assert_eq!(a.nlink, 1, "{ctx}: a linked tmpfile's link count");
+                    e.forget(a.ino, 1);
+                });
+                let allowed: &[&str] = if self.model.nodes.contains_key(to) {
+                    &["Exists"]
+                } else {
+                    &[]
+                };
+                if expect(res, allowed) {
+                    let (_, data) = self.held.remove(i);
+                    self.tmpfiles.remove(&ino);
+                    self.tmpfiles_linked += 1;
+                    self.model.create(to);
+                    self.model.file_mut(to).data = data;
+                    e.release(ino).expect("release of a linked tmpfile");
+                    assert!(
+                        e.getattr(ino).is_ok(),
+                        "{ctx}: a linked tmpfile freed at close"
+                    );
+                }
+            }
             Op::Fsync => e
                 .fsync()
                 .unwrap_or_else(|err| panic!("{ctx}: fsync: {err:?}")),
@@ -572,6 +648,7 @@ impl Driver {
 
     /// After a remount: held handles are gone, and so are their files.
     pub fn forget_held(&mut self, fs: &Fs, ctx: &str) {
+        self.tmpfiles.clear();
         for (ino, _) in self.held.drain(..) {
             match fs.e().getattr(ino) {
                 Err(EngineError::NotFound) => {}
@@ -582,12 +659,15 @@ impl Driver {
 
     /// After a crash: a held file either is gone (its unlink was durable and
     /// recovery reclaimed it) or is back with a name (the unlink was lost);
-    /// `compare_tree` checks the latter against the model.
+    /// `compare_tree` checks the latter against the model. A held tmpfile
+    /// never had a name: it must be gone.
     pub fn drop_held_after_crash(&mut self, fs: &Fs, ctx: &str) {
+        let tmpfiles = std::mem::take(&mut self.tmpfiles);
         for (ino, _) in self.held.drain(..) {
             match fs.e().getattr(ino) {
                 Err(EngineError::NotFound) => {}
-                Ok(a) if a.nlink > 0 => {}
+                // A tmpfile never had a name to get back.
+                Ok(a) if a.nlink > 0 && !tmpfiles.contains(&ino) => {}
                 other => panic!("{ctx}: open-unlinked {ino} survived recovery: {other:?}"),
             }
         }

@@ -128,6 +128,29 @@ fn tmpfile_over_the_ring() {
     assert_eq!(names, vec![std::ffi::OsString::from("named")]);
     m.unmount();
     m.assert_fsck_clean();
+    // Where the kernel checks permissions it sends no OPEN or RELEASE; a
+    // tmpfile then lives on the kernel's reference alone.
+    let mut k = Mount::new("uring=1,permissions=kernel");
+    let fd = open_tmpfile(&k.path(""), 0, 0o600).expect("O_TMPFILE, kernel permissions");
+    let mut f = std::fs::File::from(fd);
+    f.write_all(b"kernel checked").unwrap();
+    let fd: OwnedFd = f.into();
+    link_fd(&fd, &k.path("k")).unwrap();
+    drop(fd);
+    assert_eq!(std::fs::read(k.path("k")).unwrap(), b"kernel checked");
+    let freed = stat_of(&k, "unlinked_freed");
+    drop(open_tmpfile(&k.path(""), 0, 0o600).unwrap());
+    let start = std::time::Instant::now();
+    while stat_of(&k, "unlinked_freed") == freed {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "an unnamed tmpfile was not freed after its close (kernel permissions)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(stat_of(&k, "open_handles"), 0);
+    k.unmount();
+    k.assert_fsck_clean();
     // The named one is there after a remount over /dev/fuse.
     m.options = "uring=0".into();
     m.start();

@@ -43,6 +43,7 @@ fn config(seed: u64) -> EngineConfig {
 struct Exercised {
     kept_batches: usize,
     recovered_unlinked: u64,
+    tmpfiles_linked: u64,
 }
 
 /// Files of `durable` whose contents no later state changed, with those contents.
@@ -133,6 +134,7 @@ fn run(seed: u64) -> Exercised {
         d.model = expected;
         d.drop_held_after_crash(&fs, &ctx);
     }
+    done.tmpfiles_linked = d.tmpfiles_linked;
     fs.remount();
     fs.fsck();
     compare_tree(
@@ -155,14 +157,16 @@ fn crashes_keep_a_prefix_of_history() {
         let done = run(seed);
         total.kept_batches += done.kept_batches;
         total.recovered_unlinked += done.recovered_unlinked;
+        total.tmpfiles_linked += done.tmpfiles_linked;
     }
     println!(
         "crash simulation: {} seeds, {} crashes, {} unsynced batches kept across them, \
-         {} open-unlinked inodes recovered, 0 violations",
+         {} open-unlinked inodes recovered, {} tmpfiles linked, 0 violations",
         all.len(),
         all.len() * ROUNDS,
         total.kept_batches,
-        total.recovered_unlinked
+        total.recovered_unlinked,
+        total.tmpfiles_linked
     );
     // The run is only meaningful if crashes cut between unsynced batches and
     // left open-unlinked files for recovery.
@@ -175,5 +179,6 @@ fn crashes_keep_a_prefix_of_history() {
             total.recovered_unlinked > 0,
             "no crash ever left an unlinked inode to recover"
         );
+        assert!(total.tmpfiles_linked > 0, "no tmpfile was ever linked");
     }
 }

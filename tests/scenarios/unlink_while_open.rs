@@ -268,7 +268,7 @@ fn a_crash_while_a_large_file_is_freed_is_finished_by_recovery() {
 #[test]
 fn a_tmpfile_is_unlinked_from_birth_and_freed_at_last_release_and_forget() {
     let fs = Fs::new();
-    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600).unwrap();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, true).unwrap();
     let f = attr.ino;
     assert_eq!(attr.nlink, 0);
     assert!(fs.names(Ino::ROOT).is_empty(), "a tmpfile has no name");
@@ -293,7 +293,7 @@ fn a_tmpfile_is_unlinked_from_birth_and_freed_at_last_release_and_forget() {
 #[test]
 fn a_linked_tmpfile_is_an_ordinary_file() {
     let mut fs = Fs::new();
-    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o640).unwrap();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o640, true).unwrap();
     let f = attr.ino;
     let data = pattern(3, 9_000);
     fs.e().write(f, 0, &data).unwrap();
@@ -318,7 +318,7 @@ fn a_linked_tmpfile_is_an_ordinary_file() {
 fn a_crash_with_a_tmpfile_open_reclaims_it_at_mount() {
     let mut fs = Fs::new();
     let keep = fs.mkfile(Ino::ROOT, b"keep", b"kept");
-    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600).unwrap();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, true).unwrap();
     let f = attr.ino;
     fs.e().write(f, 0, &pattern(1, 150_000)).unwrap();
     fs.e().fsync().unwrap();
@@ -334,5 +334,66 @@ fn a_crash_with_a_tmpfile_open_reclaims_it_at_mount() {
         "recovery left records of {f}"
     );
     assert_eq!(fs.read_all(keep), b"kept");
+    fs.fsck();
+}
+
+/// Named before its first commit: one batch writes it with its link and no
+/// `U` record. Closed with FORGET first, then RELEASE.
+#[test]
+fn a_tmpfile_linked_before_its_first_commit_is_stored_with_its_name() {
+    let mut fs = Fs::new();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, true).unwrap();
+    let f = attr.ino;
+    fs.e().write(f, 0, b"early").unwrap();
+    fs.e().link(f, Ino::ROOT, b"early").unwrap();
+    fs.e().forget(f, 2);
+    assert!(fs.e().getattr(f).is_ok(), "named and open");
+    fs.e().release(f).unwrap();
+    fs.e().fsync().unwrap();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 0);
+    assert_eq!(fs.ino(Ino::ROOT, b"early").unwrap(), f);
+    assert_eq!(fs.read_all(f), b"early");
+    fs.fsck();
+}
+
+/// A crash after the tmpfile was stored but before its link was: recovery
+/// frees it, and the name never appears.
+#[test]
+fn a_crash_before_a_tmpfile_link_was_committed_frees_it() {
+    let mut fs = Fs::new();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, true).unwrap();
+    let f = attr.ino;
+    fs.e().write(f, 0, &pattern(5, 20_000)).unwrap();
+    fs.e().fsync().unwrap();
+    fs.e().link(f, Ino::ROOT, b"late").unwrap();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 1);
+    assert_err!(fs.e().lookup(Ino::ROOT, b"late"), EngineError::NotFound);
+    assert_eq!(
+        keys_of(&fs.store, f),
+        vec![],
+        "recovery left records of {f}"
+    );
+    fs.fsck();
+}
+
+/// Without open handles (the kernel checks permissions and sends no OPEN
+/// or RELEASE), a tmpfile lives on the kernel's reference alone.
+#[test]
+fn a_tmpfile_without_an_open_handle_is_freed_at_forget() {
+    let fs = Fs::new();
+    let (attr, fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, false).unwrap();
+    let f = attr.ino;
+    assert_eq!(fh.0, 0);
+    assert_eq!(fs.stat("open_handles"), 0);
+    assert_eq!(fs.stat("unlinked_inodes"), 1);
+    fs.e().write(f, 0, b"held by the kernel").unwrap();
+    fs.e().fsync().unwrap();
+    fs.e().forget(f, 1);
+    assert_err!(fs.e().getattr(f), EngineError::NotFound);
+    assert_eq!(fs.stat("unlinked_inodes"), 0);
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
     fs.fsck();
 }

@@ -864,8 +864,10 @@ impl Engine {
     /// birth, so it is an open-unlinked file like any other: the next commit
     /// writes its inode record with its `U` record, a crash leaves it to the
     /// reclaim, and its last release and FORGET free it, unless `link`
-    /// names it first (linkat of the descriptor).
-    pub fn tmpfile(&self, ctx: Ctx, parent: Ino, mode: u32) -> Result<(Attr, Fh)> {
+    /// names it first (linkat of the descriptor). With `open` false (an
+    /// adapter whose kernel sends no OPEN or RELEASE) it takes no open
+    /// handle and lives on the kernel's reference alone; its handle is 0.
+    pub fn tmpfile(&self, ctx: Ctx, parent: Ino, mode: u32, open: bool) -> Result<(Attr, Fh)> {
         let now = Timespec::now();
         let mut s = self.lock()?;
         let (pgid, psetgid) = {
@@ -892,15 +894,22 @@ impl Engine {
         s.part(ino).icache.insert(ino, Inode::new(rec, false));
         s.dirty_inode(ino);
         s.part(ino).icache.hold(ino);
-        s.inode(ino)?.opens += 1;
-        s.part(ino).icache.repin(ino);
-        // No link, open: it joins the unlinked set.
+        if open {
+            s.inode(ino)?.opens += 1;
+            s.part(ino).icache.repin(ino);
+            Stats::inc(&self.stats.open_handles);
+        }
+        // No link, known to the kernel: it joins the unlinked set.
         s.settle(ino);
-        assert!(s.unlinked.contains(ino), "{ino}: a tmpfile not unlinked");
-        Stats::inc(&self.stats.open_handles);
+        debug_assert!(s.unlinked.contains(ino), "{ino}: a tmpfile not unlinked");
         Stats::inc(&self.stats.tmpfiles);
         let attr = s.inode(ino)?.attr(ino);
-        Ok((attr, Fh(self.next_fh.fetch_add(1, Ordering::Relaxed))))
+        let fh = if open {
+            self.next_fh.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
+        Ok((attr, Fh(fh)))
     }
 
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {

@@ -527,14 +527,15 @@ impl Core {
     /// FUSE_TMPFILE (O_TMPFILE), over io_uring only (ring.rs): a file with
     /// no name, created where the caller may create. The kernel names its
     /// dentry "/"; nothing of that reaches the engine or the negative-name
-    /// bookkeeping.
+    /// bookkeeping. Where the kernel sends no OPEN or RELEASE (`opens`
+    /// off) there is no fallback for O_TMPFILE as MKNOD is for CREATE, so
+    /// the file is made without an open handle and lives on the kernel's
+    /// reference alone (the kernel's RELEASE of it is ignored, as every
+    /// RELEASE is then).
     pub(crate) fn do_tmpfile(&self, who: Who, parent: u64, mode: u32) -> Res<Created> {
-        if !self.opens.load(Relaxed) {
-            // As for CREATE; the kernel then refuses O_TMPFILE itself.
-            return Err(Errno::ENOSYS);
-        }
         self.permit(who, |c| self.may_create(c, parent))?;
-        let (a, fh) = res(self.engine.tmpfile(who.ctx(), Ino(parent), mode))?;
+        let open = self.opens.load(Relaxed);
+        let (a, fh) = res(self.engine.tmpfile(who.ctx(), Ino(parent), mode, open))?;
         Ok(Created {
             entry: self.entry_one_ttl(&a),
             opened: Opened {

@@ -966,6 +966,36 @@ mod tests {
     }
 
     #[test]
+    fn a_tmpfile_is_answered_like_a_create() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = core();
+        // TMPFILE: fuse_create_in { flags, mode, umask, open_flags }, then
+        // the name the kernel gives its dentry, "/".
+        let fixed = cat(&[
+            &le32((libc::O_RDWR | libc::O_TMPFILE) as u32),
+            &le32(0o100600),
+            &le32(0),
+            &le32(0),
+        ]);
+        let r = call(&c, TMPFILE, ROOT, &fixed, b"/\0").unwrap();
+        // fuse_entry_out (128 bytes), then fuse_open_out (16).
+        assert_eq!(r.len(), 144);
+        let ino = u64_at(&r, 0);
+        assert!(ino > ROOT);
+        assert_eq!(u32_at(&r, 40 + 60), libc::S_IFREG | 0o600);
+        assert_eq!(u32_at(&r, 40 + 64), 0, "a tmpfile has no link");
+        // This core's kernel sends no OPEN or RELEASE: no handle.
+        assert_eq!(u64_at(&r, 128), 0);
+        assert_eq!(c.stats.unlinked_inodes.load(Relaxed), 1);
+        assert_eq!(c.stats.op_tmpfile.load(Relaxed), 1);
+        // linkat names it.
+        let e = call(&c, LINK, ROOT, &ino.to_le_bytes(), b"named\0").unwrap();
+        assert_eq!(u64_at(&e, 0), ino);
+        assert_eq!(u32_at(&e, 40 + 64), 1);
+        assert_eq!(c.stats.unlinked_inodes.load(Relaxed), 0);
+    }
+
+    #[test]
     fn a_directory_a_file_and_its_data_round_trip() {
         let c = core();
         // MKDIR: fuse_mkdir_in { mode, umask }, then the name.
