@@ -57,6 +57,18 @@ fn link_fd(fd: &OwnedFd, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Waits (at most 10 s) until the daemon freed an inode after `before`.
+fn wait_freed(m: &Mount, before: u64) {
+    let start = std::time::Instant::now();
+    while stat_of(m, "unlinked_freed") == before {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "an unnamed tmpfile was not freed after its close"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn tmpfile_is_refused_over_dev_fuse() {
     let m = Mount::new("uring=0");
@@ -103,14 +115,7 @@ fn tmpfile_over_the_ring() {
     f.read_to_end(&mut back).unwrap();
     assert_eq!(back.len(), 300_000);
     drop(f);
-    let start = std::time::Instant::now();
-    while stat_of(&m, "unlinked_freed") == freed {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "an unnamed tmpfile was not freed after its close"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_freed(&m, freed);
     // O_EXCL: the kernel never lets it be linked.
     let fd = open_tmpfile(&dir, libc::O_EXCL, 0o600).unwrap();
     let err = link_fd(&fd, &m.path("excl")).expect_err("linked an O_EXCL tmpfile");
@@ -140,14 +145,7 @@ fn tmpfile_over_the_ring() {
     assert_eq!(std::fs::read(k.path("k")).unwrap(), b"kernel checked");
     let freed = stat_of(&k, "unlinked_freed");
     drop(open_tmpfile(&k.path(""), 0, 0o600).unwrap());
-    let start = std::time::Instant::now();
-    while stat_of(&k, "unlinked_freed") == freed {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "an unnamed tmpfile was not freed after its close (kernel permissions)"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_freed(&k, freed);
     assert_eq!(stat_of(&k, "open_handles"), 0);
     k.unmount();
     k.assert_fsck_clean();
