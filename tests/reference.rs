@@ -124,6 +124,15 @@ impl Model {
         }
     }
 
+    /// The errors a new name at `path` may get: `Exists` if it is taken.
+    fn may_exist(&self, path: &str) -> &'static [&'static str] {
+        if self.nodes.contains_key(path) {
+            &["Exists"]
+        } else {
+            &[]
+        }
+    }
+
     fn create(&mut self, path: &str) {
         let id = self.next_id;
         self.next_id += 1;
@@ -396,11 +405,7 @@ impl Driver {
                         e.forget(a.ino, 1);
                     })
                 };
-                let allowed: &[&str] = if self.model.nodes.contains_key(path) {
-                    &["Exists"]
-                } else {
-                    &[]
-                };
+                let allowed = self.model.may_exist(path);
                 if expect(res, allowed) {
                     if dir_op {
                         self.model.nodes.insert(path.clone(), Node::Dir);
@@ -417,11 +422,7 @@ impl Driver {
                     assert_eq!(a.ino, ino, "{ctx}: link answered another inode");
                     e.forget(a.ino, 1);
                 });
-                let allowed: &[&str] = if self.model.nodes.contains_key(to) {
-                    &["Exists"]
-                } else {
-                    &[]
-                };
+                let allowed = self.model.may_exist(to);
                 if expect(res, allowed) {
                     let node = self.model.nodes[from];
                     self.model.nodes.insert(to.clone(), node);
@@ -618,11 +619,7 @@ impl Driver {
                     assert_eq!(a.nlink, 1, "{ctx}: a linked tmpfile's link count");
                     e.forget(a.ino, 1);
                 });
-                let allowed: &[&str] = if self.model.nodes.contains_key(to) {
-                    &["Exists"]
-                } else {
-                    &[]
-                };
+                let allowed = self.model.may_exist(to);
                 if expect(res, allowed) {
                     let (_, data) = self.held.remove(i);
                     self.tmpfiles.remove(&ino);

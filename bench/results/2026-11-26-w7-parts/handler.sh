@@ -8,17 +8,9 @@
 set -u
 . "$(dirname "$0")/common.sh"
 up
-T=/sys/kernel/tracing
-echo 0 >$T/tracing_on; echo >$T/trace; echo 8192 >$T/buffer_size_kb
 filt=$(for t in $(ls /proc/"$FP"/task /proc/"$CP"/task | grep -E '^[0-9]+$'); do printf 'common_pid == %s || ' "$t"; done | sed 's/ || $//')
-for e in syscalls/sys_exit_read syscalls/sys_enter_writev; do echo "$filt" >$T/events/$e/filter; echo 1 >$T/events/$e/enable; done
-"$BIN/churnfs-bench" w7-pair --dir "$D" --against "$F/mnt" --secs 4 >"$C/pair.out" &
-W=$!
-sleep 2.2; echo 1 >$T/tracing_on; sleep 1.5; echo 0 >$T/tracing_on
-wait $W
-for e in syscalls/sys_exit_read syscalls/sys_enter_writev; do echo 0 >$T/events/$e/enable; echo 0 >$T/events/$e/filter; done
-cp $T/trace "$C/trace"; echo >$T/trace
-echo "[${OPTS:-defaults}] $(tr '\n' ' ' <"$C/pair.out")"
+for e in syscalls/sys_exit_read syscalls/sys_enter_writev; do echo "$filt" >/sys/kernel/tracing/events/$e/filter; done
+traced_pair syscalls/sys_exit_read syscalls/sys_enter_writev
 python3 - "$C/trace" "$FP" "$CP" <<'PY'
 import os, re, statistics, sys
 trace, fp, cp = sys.argv[1:]

@@ -5,16 +5,8 @@
 set -u
 . "$(dirname "$0")/common.sh"
 up
-T=/sys/kernel/tracing
-echo 0 >$T/tracing_on; echo >$T/trace; echo 16384 >$T/buffer_size_kb
-echo 'comm == "churnfs-bench"' >$T/events/sched/sched_waking/filter; echo 1 >$T/events/sched/sched_waking/enable
-"$BIN/churnfs-bench" w7-pair --dir "$D" --against "$F/mnt" --secs 4 >"$C/pair.out" &
-W=$!
-sleep 2.2; echo 1 >$T/tracing_on; sleep 1.5; echo 0 >$T/tracing_on
-wait $W
-echo 0 >$T/events/sched/sched_waking/enable; echo 0 >$T/events/sched/sched_waking/filter
-cp $T/trace "$C/trace"; echo >$T/trace
-echo "[${OPTS:-defaults}] $(tr '\n' ' ' <"$C/pair.out")"
+echo 'comm == "churnfs-bench"' >/sys/kernel/tracing/events/sched/sched_waking/filter
+traced_pair sched/sched_waking
 python3 - "$C/trace" "$FP" "$CP" <<'PY'
 import collections, os, re, sys
 trace, fp, cp = sys.argv[1:]
