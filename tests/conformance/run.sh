@@ -180,8 +180,9 @@ run_uring() {
   [ "${handed:-0}" -gt 0 ] || {
     echo "conformance: no fsync was handed to a ring queue's waiter during stress-ng" >&2; exit 1; }
   unmount_check
-  # O_TMPFILE is served over the ring only (ring.rs decodes FUSE_TMPFILE):
-  # the mount test's ring half, made mandatory here.
+  # O_TMPFILE over the ring: the mount test's ring case, which needs
+  # enable_uring and is made mandatory here (the /dev/fuse case runs with
+  # the other mount tests).
   log "O_TMPFILE over io_uring (cargo test -p churnfs-tests --test mount tmpfile_over_the_ring)"
   local out; out=$(mktemp /tmp/churnfs-conf.tmpfile.XXXXXX)
   (cd "$here/../.." && CHURNFS_TEST_RING=1 CHURNFS_BIN="$BIN" \

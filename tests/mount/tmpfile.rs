@@ -1,13 +1,12 @@
-//! O_TMPFILE. Over io_uring the daemon decodes FUSE_TMPFILE itself
-//! (ring.rs), so an unnamed file can be made, written, given a name with
-//! linkat, or left to vanish at its close. Over /dev/fuse fuser 0.18 answers
-//! the opcode ENOSYS and the kernel refuses O_TMPFILE with EOPNOTSUPP.
+//! O_TMPFILE. The daemon decodes FUSE_TMPFILE itself on both transports
+//! (wire.rs), so an unnamed file can be made, written, given a name with
+//! linkat, or left to vanish at its close.
 //!
-//! The ring half needs the fuse module's `enable_uring` on, which is the
+//! The ring case needs the fuse module's `enable_uring` on, which is the
 //! machine's setting; this test never changes it, since other mount tests
 //! running beside it would take the ring too. The conformance script's
 //! `uring` pass turns it on and runs this test with `CHURNFS_TEST_RING=1`,
-//! which makes the ring half mandatory (`make test` therefore runs it).
+//! which makes the ring case mandatory (`make test` therefore runs it).
 
 use crate::support::{stat_of, Mount};
 use std::ffi::CString;
@@ -70,11 +69,8 @@ fn wait_freed(m: &Mount, before: u64) {
 }
 
 #[test]
-fn tmpfile_is_refused_over_dev_fuse() {
-    let m = Mount::new("uring=0");
-    let err = open_tmpfile(&m.path(""), 0, 0o600).expect_err("O_TMPFILE over /dev/fuse");
-    assert_eq!(err.raw_os_error(), Some(libc::EOPNOTSUPP));
-    assert_eq!(stat_of(&m, "tmpfiles"), 0);
+fn tmpfile_over_dev_fuse() {
+    tmpfile_cases("uring=0", "uring=1");
 }
 
 #[test]
@@ -85,11 +81,18 @@ fn tmpfile_over_the_ring() {
         eprintln!("tmpfile_over_the_ring: enable_uring off; run by tests/conformance/run.sh uring");
         return;
     }
+    tmpfile_cases("uring=1", "uring=0");
+}
+
+/// Made, written, named, left unnamed, refused a name (O_EXCL), also where
+/// the kernel checks permissions; fsck clean, and the named file kept
+/// across a remount over the `other` transport.
+fn tmpfile_cases(transport: &str, other: &str) {
     use std::io::{Read, Seek, Write};
-    let mut m = Mount::new("uring=1");
+    let mut m = Mount::new(transport);
     let dir = m.path("");
     // Named with linkat: an ordinary file from then on.
-    let fd = open_tmpfile(&dir, 0, 0o640).expect("O_TMPFILE over io_uring");
+    let fd = open_tmpfile(&dir, 0, 0o640).expect("O_TMPFILE");
     let mut f = std::fs::File::from(fd);
     f.write_all(b"made without a name").unwrap();
     assert_eq!(f.metadata().unwrap().nlink(), 0);
@@ -121,11 +124,14 @@ fn tmpfile_over_the_ring() {
     let err = link_fd(&fd, &m.path("excl")).expect_err("linked an O_EXCL tmpfile");
     assert_eq!(err.raw_os_error(), Some(libc::ENOENT));
     drop(fd);
-    assert!(
-        stat_of(&m, "op_tmpfile") >= 3,
-        "the ring did not carry FUSE_TMPFILE"
-    );
+    assert_eq!(stat_of(&m, "op_tmpfile"), 3);
     assert_eq!(stat_of(&m, "tmpfiles"), 3);
+    // The transport asked for is the one that served.
+    assert_eq!(
+        stat_of(&m, "ring_requests") > 0,
+        transport == "uring=1",
+        "{transport}"
+    );
     let names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -135,7 +141,7 @@ fn tmpfile_over_the_ring() {
     m.assert_fsck_clean();
     // Where the kernel checks permissions it sends no OPEN or RELEASE; a
     // tmpfile then lives on the kernel's reference alone.
-    let mut k = Mount::new("uring=1,permissions=kernel");
+    let mut k = Mount::new(&format!("{transport},permissions=kernel"));
     let fd = open_tmpfile(&k.path(""), 0, 0o600).expect("O_TMPFILE, kernel permissions");
     let mut f = std::fs::File::from(fd);
     f.write_all(b"kernel checked").unwrap();
@@ -149,8 +155,9 @@ fn tmpfile_over_the_ring() {
     assert_eq!(stat_of(&k, "open_handles"), 0);
     k.unmount();
     k.assert_fsck_clean();
-    // The named one is there after a remount over /dev/fuse.
-    m.options = "uring=0".into();
+    // The named one is there after a remount over the other transport
+    // (the ring's only when the kernel offers it).
+    m.options = other.into();
     m.start();
     assert_eq!(
         std::fs::read(m.path("named")).unwrap(),

@@ -5,10 +5,12 @@
 
 mod convert;
 pub mod cred;
+mod dev;
 pub mod errno;
 pub mod negative;
 mod ops;
 mod ring;
+mod wire;
 pub mod workers;
 
 use churnfs_engine::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
@@ -16,20 +18,18 @@ use churnfs_engine::stats::Stats;
 use churnfs_engine::{Attr, Engine, EngineError, Ino};
 use cred::ReqCaller;
 use fuser::{
-    AccessFlags, Config, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, SessionACL, TimeOrNow, WriteFlags,
+    Config, Filesystem, FopenFlags, Generation, InitFlags, KernelConfig, MountOption, Request,
+    SessionACL,
 };
 use negative::KernelNegatives;
-use ops::{SetattrIn, Who};
+use ops::Who;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
-use workers::{Turn, Workers};
+use std::time::Duration;
+use workers::Workers;
 
 pub use errno::errno;
 
@@ -137,9 +137,9 @@ impl AdapterConfig {
     }
 }
 
-/// The `fuser::Filesystem` implementation: a handle on the state both
-/// transports serve (/dev/fuse through fuser, and the io_uring queues of
-/// ring.rs when the kernel offers them).
+/// What fuser's session holds (its `Filesystem`, for INIT): a handle on the
+/// state both transports serve (the /dev/fuse readers of dev.rs, and the
+/// io_uring queues of ring.rs when the kernel offers them).
 pub struct Adapter {
     core: Arc<Core>,
     /// A duplicate of the session's descriptor for the ring queues, set
@@ -193,14 +193,6 @@ pub struct Core {
 }
 
 const GEN: Generation = Generation(0);
-
-fn who(req: &Request) -> Who {
-    Who {
-        uid: req.uid(),
-        gid: req.gid(),
-        pid: req.pid(),
-    }
-}
 
 /// The access an open asks for: read, write or both by its access mode, and
 /// execute alone for exec(2), which opens with `__FMODE_EXEC` (0x20).
@@ -277,14 +269,6 @@ impl Core {
             }
             errno(&e)
         })
-    }
-
-    /// Counts a request by opcode; the returned guard, dropped when the
-    /// handler returns (after its reply), decides whether this worker
-    /// thread goes on reading (workers.rs).
-    fn turn(&self, req: &Request, op: &std::sync::atomic::AtomicU64) -> Turn<'_> {
-        Stats::inc(op);
-        self.workers.turn(req.pid())
     }
 
     fn attr(&self, i: u64) -> churnfs_engine::Result<Attr> {
@@ -396,10 +380,6 @@ impl Adapter {
             );
             return;
         }
-        // The ring's payload buffers are as large as the largest write.
-        if let Err(e) = config.set_max_write(ring::MAX_IO) {
-            tracing::warn!("max_write {}: kernel limit {e}", ring::MAX_IO);
-        }
         let fd = self.ring_fd.clone();
         match ring::start(self.core.clone(), prepared, fd, self.cfg.spin) {
             Ok(q) => self.ring = Some(q),
@@ -437,30 +417,57 @@ pub fn fuser_config(cfg: &AdapterConfig) -> Config {
     c
 }
 
-/// Mounts `engine` at `mountpoint`; the returned session serves it when run.
-/// The side thread that keeps the kernel's negative dentries within their
-/// budget starts here, with the session's notifier.
+/// A mounted churnfs: fuser's session (the mount, INIT's answer, the
+/// notifications) and the adapter whose readers serve it (dev.rs).
+pub struct Session {
+    fuse: fuser::Session<Adapter>,
+    core: Arc<Core>,
+}
+
+impl Session {
+    /// Something another thread can unmount the filesystem with.
+    pub fn unmount_callable(&mut self) -> fuser::SessionUnmounter {
+        self.fuse.unmount_callable()
+    }
+
+    /// Serves requests until the filesystem is unmounted; then ends the
+    /// session (the io_uring queues, if any, are waited for).
+    pub fn run(self) -> std::io::Result<()> {
+        let threads = self.core.cfg.threads.max(1);
+        let served = dev::run(&self.core, std::os::fd::AsFd::as_fd(&self.fuse), threads);
+        drop(self.fuse);
+        served
+    }
+}
+
+/// Mounts `engine` at `mountpoint` (fuser mounts and answers INIT); the
+/// returned session serves it when run. The side thread that keeps the
+/// kernel's negative dentries within their budget starts here, with the
+/// session's notifier.
 pub fn session(
     engine: Arc<Engine>,
     mountpoint: &Path,
     cfg: AdapterConfig,
-) -> std::io::Result<fuser::Session<Adapter>> {
+) -> std::io::Result<Session> {
     let config = fuser_config(&cfg);
     // The side thread finds this filesystem's device by the mountpoint's
     // path later, whatever the working directory is then.
     let absolute = std::fs::canonicalize(mountpoint)?;
     let adapter = Adapter::new(engine, cfg);
+    let core = adapter.core.clone();
     let negatives = adapter.negatives();
     let workers = adapter.workers.clone();
     let ring_fd = adapter.ring_fd.clone();
-    let session = fuser::Session::new(adapter, mountpoint, &config)?;
-    let fd = std::os::fd::AsFd::as_fd(&session).try_clone_to_owned()?;
+    let fuse = fuser::Session::new(adapter, mountpoint, &config)?;
+    let fd = std::os::fd::AsFd::as_fd(&fuse).try_clone_to_owned()?;
     let _ = ring_fd.set(fd.try_clone()?);
-    negatives.start(session.notifier(), fd, absolute)?;
-    workers.watch(std::os::fd::AsFd::as_fd(&session))?;
-    Ok(session)
+    negatives.start(fuse.notifier(), fd, absolute)?;
+    workers.watch(std::os::fd::AsFd::as_fd(&fuse))?;
+    Ok(Session { fuse, core })
 }
 
+/// fuser calls `init` while it makes the session (INIT's answer); no other
+/// method: requests are read by dev.rs, not by fuser's loop.
 impl Filesystem for Adapter {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
@@ -488,6 +495,11 @@ impl Filesystem for Adapter {
             .is_ok();
         self.killpriv.store(killpriv, Relaxed);
         let _ = config.set_max_background(64);
+        // The largest write, and so the readers' request buffers (dev.rs)
+        // and the ring's payload buffers.
+        if let Err(e) = config.set_max_write(wire::MAX_IO) {
+            tracing::warn!("max_write {}: kernel limit {e}", wire::MAX_IO);
+        }
         match self.cfg.uring {
             Uring::Off => {}
             // Without the parameter on, the kernel does not offer the flag:
@@ -496,430 +508,5 @@ impl Filesystem for Adapter {
             Uring::Auto | Uring::On => self.start_ring(config),
         }
         Ok(())
-    }
-
-    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _turn = self.turn(req, &self.stats.op_lookup);
-        send_entry(reply, self.do_lookup(who(req), parent.0, name));
-    }
-
-    fn forget(&self, _req: &Request, i: INodeNo, nlookup: u64) {
-        Stats::inc(&self.stats.op_forget);
-        self.do_forget(i.0, nlookup);
-    }
-
-    fn getattr(&self, req: &Request, i: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let _turn = self.turn(req, &self.stats.op_getattr);
-        send_attr(reply, self.do_getattr(i.0));
-    }
-
-    fn setattr(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_setattr);
-        let s = SetattrIn {
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            mtime,
-            ctime,
-            fh: fh.map(|f| f.0),
-        };
-        send_attr(reply, self.do_setattr(who(req), i.0, s));
-    }
-
-    fn readlink(&self, req: &Request, i: INodeNo, reply: ReplyData) {
-        let _turn = self.turn(req, &self.stats.op_readlink);
-        match self.do_readlink(i.0) {
-            Ok(t) => reply.data(&t),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_mknod);
-        send_entry(reply, self.do_mknod(who(req), parent.0, name, mode, rdev));
-    }
-
-    fn mkdir(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        reply: ReplyEntry,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_mkdir);
-        send_entry(reply, self.do_mkdir(who(req), parent.0, name, mode));
-    }
-
-    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _turn = self.turn(req, &self.stats.op_unlink);
-        send_empty(reply, self.do_unlink(who(req), parent.0, name));
-    }
-
-    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _turn = self.turn(req, &self.stats.op_rmdir);
-        send_empty(reply, self.do_rmdir(who(req), parent.0, name));
-    }
-
-    fn symlink(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        link_name: &OsStr,
-        target: &Path,
-        reply: ReplyEntry,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_symlink);
-        let target = target.as_os_str().as_bytes();
-        send_entry(
-            reply,
-            self.do_symlink(who(req), parent.0, link_name, target),
-        );
-    }
-
-    fn rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_rename);
-        let r = self.do_rename(who(req), parent.0, name, newparent.0, newname, flags.bits());
-        send_empty(reply, r);
-    }
-
-    fn link(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        newparent: INodeNo,
-        newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_link);
-        send_entry(reply, self.do_link(who(req), i.0, newparent.0, newname));
-    }
-
-    fn open(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _turn = self.turn(req, &self.stats.op_open);
-        send_opened(reply, self.do_open(who(req), i.0, flags.0));
-    }
-
-    fn read(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        size: u32,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyData,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_read);
-        match self.do_read(i.0, offset, size) {
-            Ok(d) => reply.data(&d),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn write(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_write);
-        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.do_write(i.0, offset, data, kill) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn flush(
-        &self,
-        req: &Request,
-        _i: INodeNo,
-        _fh: FileHandle,
-        _lock_owner: LockOwner,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_flush);
-        send_empty(reply, self.do_flush());
-    }
-
-    fn release(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
-        _flush: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_release);
-        send_empty(reply, self.do_release(i.0));
-    }
-
-    fn fsync(
-        &self,
-        req: &Request,
-        _i: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_fsync);
-        send_empty(reply, self.do_fsync());
-    }
-
-    fn opendir(&self, req: &Request, i: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _turn = self.turn(req, &self.stats.op_opendir);
-        send_opened(reply, self.do_opendir(who(req), i.0, flags.0));
-    }
-
-    fn readdir(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectory,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_readdir);
-        let r = self.do_readdir(i.0, offset, false, &mut |e| {
-            reply.add(INodeNo(e.ino), e.offset, e.kind, e.name)
-        });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn readdirplus(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        mut reply: ReplyDirectoryPlus,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_readdirplus);
-        let r = self.do_readdir(i.0, offset, true, &mut |e| {
-            let Some(en) = &e.entry else { return true };
-            reply.add(
-                INodeNo(e.ino),
-                e.offset,
-                e.name,
-                &en.entry_ttl,
-                &en.attr,
-                en.generation,
-            )
-        });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn releasedir(
-        &self,
-        req: &Request,
-        _i: INodeNo,
-        _fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_releasedir);
-        reply.ok();
-    }
-
-    fn fsyncdir(
-        &self,
-        req: &Request,
-        _i: INodeNo,
-        _fh: FileHandle,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_fsyncdir);
-        send_empty(reply, self.do_fsync());
-    }
-
-    fn statfs(&self, req: &Request, _i: INodeNo, reply: ReplyStatfs) {
-        let _turn = self.turn(req, &self.stats.op_statfs);
-        match self.do_statfs() {
-            Ok(s) => reply.statfs(
-                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
-            ),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn setxattr(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        name: &OsStr,
-        value: &[u8],
-        flags: i32,
-        position: u32,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_xattr);
-        let r = self.do_setxattr(who(req), i.0, name, value, flags, position);
-        send_empty(reply, r);
-    }
-
-    fn getxattr(&self, req: &Request, i: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let _turn = self.turn(req, &self.stats.op_xattr);
-        send_xattr(reply, self.do_getxattr(who(req), i.0, name, size));
-    }
-
-    fn listxattr(&self, req: &Request, i: INodeNo, size: u32, reply: ReplyXattr) {
-        let _turn = self.turn(req, &self.stats.op_xattr);
-        send_xattr(reply, self.do_listxattr(i.0, size));
-    }
-
-    fn removexattr(&self, req: &Request, i: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let _turn = self.turn(req, &self.stats.op_xattr);
-        send_empty(reply, self.do_removexattr(who(req), i.0, name));
-    }
-
-    fn access(&self, req: &Request, i: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let _turn = self.turn(req, &self.stats.op_access);
-        send_empty(reply, self.do_access(who(req), i.0, mask.bits() as u32));
-    }
-
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_create);
-        match self.do_create(who(req), parent.0, name, mode) {
-            Ok(c) => reply.created(
-                &c.entry.entry_ttl,
-                &c.entry.attr,
-                c.entry.generation,
-                FileHandle(c.opened.fh),
-                c.opened.flags,
-            ),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn fallocate(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        offset: u64,
-        length: u64,
-        mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_fallocate);
-        send_empty(reply, self.do_fallocate(i.0, offset, length, mode));
-    }
-
-    fn lseek(
-        &self,
-        req: &Request,
-        i: INodeNo,
-        _fh: FileHandle,
-        offset: i64,
-        whence: i32,
-        reply: ReplyLseek,
-    ) {
-        let _turn = self.turn(req, &self.stats.op_lseek);
-        match self.do_lseek(i.0, offset, whence) {
-            Ok(o) => reply.offset(o),
-            Err(e) => reply.error(e),
-        }
-    }
-}
-
-// fuser's side of the operations in ops.rs: each value becomes its reply.
-
-fn send_entry(reply: ReplyEntry, r: ops::Res<ops::Entry>) {
-    match r {
-        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, e.generation),
-        Err(e) => reply.error(e),
-    }
-}
-
-fn send_attr(reply: ReplyAttr, r: ops::Res<ops::AttrOut>) {
-    match r {
-        Ok(a) => reply.attr(&a.ttl, &a.attr),
-        Err(e) => reply.error(e),
-    }
-}
-
-fn send_empty(reply: ReplyEmpty, r: ops::Res<()>) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(e),
-    }
-}
-
-fn send_opened(reply: ReplyOpen, r: ops::Res<ops::Opened>) {
-    match r {
-        Ok(o) => reply.opened(FileHandle(o.fh), o.flags),
-        Err(e) => reply.error(e),
-    }
-}
-
-fn send_xattr(reply: ReplyXattr, r: ops::Res<ops::Xattr>) {
-    match r {
-        Ok(ops::Xattr::Size(n)) => reply.size(n),
-        Ok(ops::Xattr::Data(v)) => reply.data(&v),
-        Err(e) => reply.error(e),
     }
 }

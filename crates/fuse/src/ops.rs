@@ -1,14 +1,15 @@
 //! The adapter's operations, free of any transport: each takes the caller
-//! and the request's decoded arguments and returns what to reply. The
-//! `fuser::Filesystem` implementation in lib.rs answers them over
-//! /dev/fuse; a second transport (FUSE over io_uring, docs/design.md §12)
-//! can answer the same values without going through fuser's reply types,
-//! which only fuser can build.
+//! and the request's decoded arguments and returns what to reply. wire.rs
+//! decodes requests and encodes these values for both transports: the
+//! /dev/fuse readers (dev.rs) and FUSE over io_uring (ring.rs,
+//! docs/design.md §12).
 //!
 //! What stays with the transport: counting the request (`Stats::op_*`),
 //! the worker gate (workers.rs) and encoding the reply. Everything that
-//! must happen before the reply (notes for the kernel's negative-dentry
-//! budget, directories learnt) happens here, before the value is returned.
+//! must happen before the reply (directories learnt) happens here, before
+//! the value is returned; so do the notes for the kernel's negative-dentry
+//! budget, except on a thread that defers them until after its reply
+//! (negative.rs, `defer_notes`).
 
 use crate::{convert, errno, open_mask_bits, Core, GEN};
 use churnfs_engine::perm::{self, MAY_EXEC, MAY_WRITE};
@@ -124,7 +125,7 @@ impl Core {
     }
 
     /// The entry CREATE and READDIRPLUS answer: both keep attributes as
-    /// long as the name (fuser's replies for them take one TTL).
+    /// long as the name (as when fuser encoded them, with one TTL each).
     fn entry_one_ttl(&self, a: &churnfs_engine::Attr) -> Entry {
         Entry {
             attr_ttl: self.cfg.entry_ttl,
@@ -142,10 +143,12 @@ impl Core {
     /// A lookup that found nothing: a negative entry the kernel may keep
     /// for `negative_ttl` (counted against the budget), or ENOENT.
     ///
-    /// The name is noted before the reply: a create of it can only come
-    /// after the reply, so its `forget_name` always follows the note and no
-    /// name the kernel holds as positive stays tracked. That matters: an
-    /// invalidation of a positive dentry detaches any mount on it.
+    /// The name is noted before the reply on the ring: a create of it can
+    /// only come after the reply, so its `forget_name` always follows the
+    /// note and no name the kernel holds as positive stays tracked. That
+    /// matters: an invalidation of a positive dentry detaches any mount on
+    /// it. The /dev/fuse readers note it after the reply, checking then
+    /// that the name is still missing (`KernelNegatives::note_deferred`).
     fn negative(&self, parent: u64, name: &OsStr) -> Res<Entry> {
         self.negatives.note(parent, name.as_bytes());
         if self.cfg.negative_ttl.is_zero() {
@@ -271,7 +274,7 @@ impl Core {
     pub(crate) fn do_unlink(&self, who: Who, parent: u64, name: &OsStr) -> Res<()> {
         self.permit(who, |c| self.may_delete(c, parent, name))?;
         res(self.engine.unlink(Ino(parent), name.as_bytes()))?;
-        // Noted before the reply, like a missing name (see `negative`).
+        // Noted like a missing name (see `negative`).
         self.negatives.note(parent, name.as_bytes());
         Ok(())
     }
@@ -279,7 +282,7 @@ impl Core {
     pub(crate) fn do_rmdir(&self, who: Who, parent: u64, name: &OsStr) -> Res<()> {
         self.permit(who, |c| self.may_delete(c, parent, name))?;
         res(self.engine.rmdir(Ino(parent), name.as_bytes()))?;
-        // Noted before the reply, like a missing name (see `negative`).
+        // Noted like a missing name (see `negative`).
         self.negatives.note(parent, name.as_bytes());
         Ok(())
     }
