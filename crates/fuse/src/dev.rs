@@ -19,7 +19,9 @@
 //! cloned from it (FUSE_DEV_IOC_CLONE), as fuser's `clone_fd` did. A thread
 //! reads one request, answers it with one `write` of the out header and
 //! the arguments from one buffer, and takes a turn at the worker gate
-//! (workers.rs) while it does, except for FORGET, which has no answer.
+//! (workers.rs) while it does, for every request `wire::serve` answers
+//! (the forgets, which take no answer, and the requests answered here
+//! without the engine take none).
 //! The notes for the kernel's negative-dentry budget that a request makes
 //! (negative.rs) are made after its answer is written, while the caller
 //! reads it.
@@ -34,6 +36,7 @@ use crate::Core;
 use churnfs_engine::stats::Stats;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 /// Opcodes only /dev/fuse carries, or that take no answer
@@ -133,7 +136,9 @@ fn reader(core: &Core, fd: OwnedFd) -> io::Result<()> {
             match e.raw_os_error() {
                 // ENOENT: the request was interrupted before we read it.
                 Some(libc::EINTR | libc::EAGAIN | libc::ENOENT) => continue,
-                Some(libc::ENODEV) => return Ok(()),
+                // ECONNABORTED: the connection was aborted after a
+                // request was taken off its queue.
+                Some(libc::ENODEV | libc::ECONNABORTED) => return Ok(()),
                 _ => return Err(e),
             }
         }
@@ -209,7 +214,9 @@ fn answer(core: &Core, r: &[u8], out: &mut [u8], send: &mut dyn FnMut(&[u8])) ->
             }
         }
         NOTIFY_REPLY => {}
-        // ENOSYS: the kernel sends no more interrupts (fuser did the same).
+        // Interrupts are not acted on; ENOSYS as fuser answered (the
+        // kernel looks the answer up on this descriptor's queue, where the
+        // interrupted request mostly is not, and then ignores it).
         INTERRUPT => reply(out, -libc::ENOSYS, 0),
         INIT => reply(out, -libc::EIO, 0),
         DESTROY => {
@@ -230,14 +237,26 @@ fn answer(core: &Core, r: &[u8], out: &mut [u8], send: &mut dyn FnMut(&[u8])) ->
                 rest: &body[fixed..],
             };
             let _turn = core.workers.turn(who.pid);
-            let (err, n) = match serve(core, &req, &mut out[OUT_HEADER..]) {
-                Ok(n) => (0, n),
-                Err(e) => (-e.code(), 0),
+            // A handler that panics is answered EIO (as fuser's reply
+            // objects did when dropped), and this reader goes on: its caller
+            // would otherwise wait until the connection ends.
+            let served = catch_unwind(AssertUnwindSafe(|| {
+                serve(core, &req, &mut out[OUT_HEADER..])
+            }));
+            let (err, n) = match served {
+                Ok(Ok(n)) => (0, n),
+                Ok(Err(e)) => (-e.code(), 0),
+                Err(_) => {
+                    tracing::error!("the handler of opcode {opcode} panicked; answered EIO");
+                    (-libc::EIO, 0)
+                }
             };
             reply(out, err, n);
             // The caller has its answer; the notes for the kernel's
             // negative dentries are made while it reads it.
-            core.negatives.note_deferred();
+            if catch_unwind(AssertUnwindSafe(|| core.negatives.note_deferred())).is_err() {
+                tracing::error!("the negative-dentry notes of opcode {opcode} panicked");
+            }
         }
     }
     Ok(Read::On)

@@ -219,6 +219,13 @@ impl negative::DirProbe for EngineDirs {
     fn child(&self, parent: u64, name: &[u8]) -> Option<u64> {
         self.0.child_attr(Ino(parent), name).ok().map(|a| a.ino.0)
     }
+
+    fn missing(&self, parent: u64, name: &[u8]) -> bool {
+        matches!(
+            self.0.child_attr(Ino(parent), name),
+            Err(EngineError::NotFound)
+        )
+    }
 }
 
 impl Adapter {
@@ -407,13 +414,15 @@ pub fn fuser_config(cfg: &AdapterConfig) -> Config {
     }
     let mut c = Config::default();
     c.mount_options = mount_options;
+    // The ACL makes fuser pass `allow_other`; its check of each request's
+    // user belonged to its loop, which does not run (dev.rs): the kernel
+    // refuses other users itself without `allow_other`. Threads are ours
+    // too (`AdapterConfig::threads`).
     c.acl = if cfg.allow_other {
         SessionACL::All
     } else {
         SessionACL::Owner
     };
-    c.n_threads = Some(cfg.threads.max(1));
-    c.clone_fd = true;
     c
 }
 

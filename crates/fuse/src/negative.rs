@@ -63,25 +63,6 @@ const DIR_NAMES_MAX: usize = 4096;
 /// for this many notes.
 const REFUSED_NOTES: u64 = 1024;
 
-/// The side thread's nice value. Each name it has the kernel drop costs
-/// the kernel about a microsecond (freeing the dentry), which it would
-/// otherwise take from the caller or the reader serving it on a 2-CPU
-/// machine: W7's first misses cost a median 1.09 × the floor's at nice 0,
-/// 1.08 at nice 10 and 1.05 at nice 19 (docs/design.md §9). A starved
-/// thread loses nothing but time: its queue holds 8 batches, beyond which
-/// names are dropped from tracking and counted (`kernel_negative_dropped`).
-const SIDE_NICE: libc::c_int = 19;
-
-/// Lowers the calling thread's priority to `SIDE_NICE` (on Linux a nice
-/// value is per thread; `PRIO_PROCESS` with 0 is the caller).
-fn lower_priority() {
-    // SAFETY: plain system call on the calling thread.
-    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, SIDE_NICE) };
-    if r != 0 {
-        tracing::debug!("nice {SIDE_NICE}: {}", std::io::Error::last_os_error());
-    }
-}
-
 /// Notes one request may defer: a rename notes one name, a lookup one.
 const DEFERRED_MAX: usize = 8;
 
@@ -106,6 +87,11 @@ pub trait DirProbe: Send + Sync {
     fn shape(&self, dir: u64) -> Option<DirShape>;
     /// The node `name` in `parent` names, if any.
     fn child(&self, parent: u64, name: &[u8]) -> Option<u64>;
+    /// Whether `name` in `parent` is known to be missing (false when it
+    /// exists or the engine cannot tell).
+    fn missing(&self, parent: u64, name: &[u8]) -> bool {
+        self.child(parent, name).is_none()
+    }
 }
 
 /// Names in arrival order, grouped by directory. A name that leaves
@@ -302,7 +288,6 @@ impl KernelNegatives {
         std::thread::Builder::new()
             .name("churnfs-inval".into())
             .spawn(move || {
-                lower_priority();
                 let mut guard = MountGuard {
                     mountpoint,
                     dev: None,
@@ -430,12 +415,15 @@ impl KernelNegatives {
         }
         let deferred = DEFERRED.with(|d| {
             let mut d = d.borrow_mut();
-            let Some(pending) = d.as_mut() else {
-                return false;
-            };
-            pending.push((parent, name.into()));
-            assert!(pending.len() <= DEFERRED_MAX, "deferred notes not taken");
-            true
+            // Beyond the bound (a thread that did not take its notes) the
+            // note is made at once.
+            match d.as_mut() {
+                Some(pending) if pending.len() < DEFERRED_MAX => {
+                    pending.push((parent, name.into()));
+                    true
+                }
+                _ => false,
+            }
         });
         if !deferred {
             self.note_now(parent, name, false);
@@ -472,11 +460,14 @@ impl KernelNegatives {
             if t.generation(parent, name).is_some() {
                 return;
             }
+            // Not noted unless the engine says the name is missing: a
+            // note skipped costs the budget one dentry, a positive name
+            // tracked could detach a mount.
             if recheck
                 && self
                     .probe
                     .as_ref()
-                    .is_some_and(|p| p.child(parent, name).is_some())
+                    .is_some_and(|p| !p.missing(parent, name))
             {
                 return;
             }
@@ -542,8 +533,9 @@ impl KernelNegatives {
     /// Over the budget: if the directory of the name just noted (`key`)
     /// holds enough of the tracked names and may be dropped whole, its
     /// names leave the set in one `Batch::Dir`. The name just noted stays
-    /// tracked: its reply has not been sent yet, and the kernel makes its
-    /// dentry after it, possibly after the directory was dropped. (Other
+    /// tracked: its reply may not have been sent yet (it has on a thread
+    /// that defers its notes), and the kernel makes its dentry after it,
+    /// possibly after the directory was dropped. (Other
     /// names in flight at that moment, at most one per worker thread, are
     /// dropped with the directory's next notification.)
     fn whole_dir_batch(&self, t: &mut Tracked, key: &Key) -> Option<Batch> {
