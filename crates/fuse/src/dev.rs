@@ -30,8 +30,9 @@
 //! Bound: two buffers per thread, a request (`MAX_IO` of data and a page
 //! for the headers) and a reply (`MAX_IO` and the out header).
 
-use crate::ops::Who;
-use crate::wire::{fixed_len, put32, put64, serve, u32_at, u64_at, In, MAX_IO};
+use crate::wire::{
+    fixed_len, in_header, put_out_header, serve, u32_at, u64_at, In, MAX_IO, OUT_HEADER,
+};
 use crate::Core;
 use churnfs_engine::stats::Stats;
 use std::io;
@@ -48,9 +49,8 @@ const DESTROY: u32 = 38;
 const NOTIFY_REPLY: u32 = 41;
 const BATCH_FORGET: u32 = 42;
 
-/// `struct fuse_in_header` and `struct fuse_out_header`.
+/// `struct fuse_in_header`.
 const IN_HEADER: usize = 40;
-const OUT_HEADER: usize = 16;
 /// A request buffer: the largest write's data (INIT's `max_write` is
 /// `MAX_IO`) and a page for the headers before it. The kernel refuses to
 /// hand a request to a smaller read.
@@ -181,19 +181,10 @@ fn answer(core: &Core, r: &[u8], out: &mut [u8], send: &mut dyn FnMut(&[u8])) ->
             format!("a request of {} bytes does not match its header", r.len()),
         ));
     }
-    let opcode = u32_at(r, 4);
-    let unique = u64_at(r, 8);
-    let nodeid = u64_at(r, 16);
-    let who = Who {
-        uid: u32_at(r, 24),
-        gid: u32_at(r, 28),
-        pid: u32_at(r, 32),
-    };
+    let (opcode, unique, nodeid, who) = in_header(r);
     let body = &r[IN_HEADER..];
     let mut reply = |out: &mut [u8], err: i32, n: usize| {
-        put32(out, 0, (OUT_HEADER + n) as u32);
-        put32(out, 4, err as u32);
-        put64(out, 8, unique);
+        put_out_header(out, unique, err, n);
         send(&out[..OUT_HEADER + n]);
     };
     match opcode {
@@ -268,7 +259,7 @@ mod tests {
     //! part, names), answered by an engine on a memory store; what `send`
     //! is given is what would be written back.
     use super::*;
-    use crate::wire::{tests::core, LOOKUP, TMPFILE};
+    use crate::wire::{put32, put64, tests::core, LOOKUP, TMPFILE};
     use std::sync::atomic::Ordering::Relaxed;
 
     /// `fuse_in_header` for `opcode` on `nodeid`, unique 77, pid 9, then

@@ -21,9 +21,9 @@
 //! answers EAGAIN. If registration fails the kernel turns the ring off and
 //! goes back to /dev/fuse (`fc->io_uring = 0`), which the readers serve.
 
-use crate::ops::Who;
 use crate::wire::{
-    fixed_len, put32, put64, serve, serve_wait, u32_at, u64_at, In, FSYNC, FSYNCDIR, MAX_IO,
+    fixed_len, in_header, put32, put64, put_out_header, serve, serve_wait, u32_at, u64_at, In,
+    FSYNC, FSYNCDIR, MAX_IO,
 };
 use crate::Core;
 use churnfs_engine::stats::Stats;
@@ -37,7 +37,6 @@ use std::time::{Duration, Instant};
 const HEADER: usize = 288;
 const OP_IN: usize = 128;
 const ENT: usize = 256;
-const OUT_HEADER: usize = 16;
 const CMD_REGISTER: u32 = 1;
 const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// Entries per queue: requests one CPU's callers can have in flight before
@@ -209,10 +208,7 @@ pub(crate) fn start(
 /// Writes a reply's out header (length, errno, unique) and its payload size
 /// into an entry's header buffer.
 fn reply_header(h: &mut [u8], unique: u64, err: i32, n: usize) {
-    h[..OUT_HEADER].fill(0);
-    put32(h, 0, (OUT_HEADER + n) as u32);
-    put32(h, 4, err as u32);
-    put64(h, 8, unique);
+    put_out_header(h, unique, err, n);
     put32(&mut h[ENT..], 16, n as u32);
 }
 
@@ -434,16 +430,11 @@ fn serve_queue(
             let (op_in, ent) = rest.split_at_mut(ENT - OP_IN);
             let commit_id = u64_at(ent, 8);
             let payload_sz = (u32_at(ent, 16) as usize).min(PAYLOAD);
-            let opcode = u32_at(h, 4);
-            let unique = u64_at(h, 8);
+            let (opcode, unique, nodeid, who) = in_header(h);
             let r = In {
                 opcode,
-                nodeid: u64_at(h, 16),
-                who: Who {
-                    uid: u32_at(h, 24),
-                    gid: u32_at(h, 28),
-                    pid: u32_at(h, 32),
-                },
+                nodeid,
+                who,
                 fixed: &op_in[..fixed_len(opcode).min(OP_IN)],
                 rest: &e.payload[..payload_sz],
             };

@@ -100,6 +100,28 @@ pub(crate) fn fixed_len(op: u32) -> usize {
     }
 }
 
+/// `struct fuse_out_header`: length, errno, unique.
+pub(crate) const OUT_HEADER: usize = 16;
+
+/// What the adapter reads of `struct fuse_in_header` (40 bytes, at the
+/// start of `h` on both transports): opcode, unique, node and caller.
+pub(crate) fn in_header(h: &[u8]) -> (u32, u64, u64, Who) {
+    let who = Who {
+        uid: u32_at(h, 24),
+        gid: u32_at(h, 28),
+        pid: u32_at(h, 32),
+    };
+    (u32_at(h, 4), u64_at(h, 8), u64_at(h, 16), who)
+}
+
+/// `struct fuse_out_header` at the start of `h`, for `n` bytes of
+/// arguments after it.
+pub(crate) fn put_out_header(h: &mut [u8], unique: u64, err: i32, n: usize) {
+    put32(h, 0, (OUT_HEADER + n) as u32);
+    put32(h, 4, err as u32);
+    put64(h, 8, unique);
+}
+
 /// A request's parts as the kernel laid them out.
 pub(crate) struct In<'a> {
     pub(crate) opcode: u32,
