@@ -15,7 +15,9 @@ for round in $(seq "$R"); do
   FLOOR_BIN="$BIN/churnfs-bench-floor" bash targets/floor-spin.sh up "$f" >/dev/null 2>&1 || { echo "floor up failed"; exit 1; }
   if ! PATH="$BIN:$PATH" CHURNFS_BIN="$BIN/churnfs" CHURNFS_MOUNT_OPTS="${OPTS:-}" \
       bash targets/churnfs-tmpfs.sh up "$c" >/dev/null 2>&1; then
-    echo "churnfs up failed"; bash targets/floor-spin.sh umount "$f"; bash targets/floor-spin.sh down "$f"; exit 1
+    echo "churnfs up failed (options: ${OPTS:-none}; they go to \`churnfs mount\` as written, so \`-o k=v\`)"
+    bash targets/churnfs-tmpfs.sh down "$c" >/dev/null 2>&1
+    bash targets/floor-spin.sh umount "$f"; bash targets/floor-spin.sh down "$f"; exit 1
   fi
   d="$c/mnt/${SUBDIR-bench}"; mkdir -p "$d"
   r=$("$BIN/churnfs-bench" w7-pair --dir "$d" --against "$f/mnt" --secs "${SECS:-20}" | tr '\n' ' ')

@@ -283,47 +283,25 @@ impl Core {
     }
 
     /// Whether a SETATTR drops the file's set-ID bits, when the kernel left
-    /// that to us (`killpriv`). fuser does not pass FATTR_KILL_SUIDGID on,
-    /// so this reads what the kernel does from the request itself:
+    /// that to us (`killpriv`):
     /// - a chown (uid or gid given) drops them, whoever calls;
     /// - a SETATTR that changes nothing but perhaps ctime is a chown(-1,
     ///   -1), or the kernel's file_remove_privs before an unprivileged
     ///   write (both drop them on Linux; no other syscall sends one);
-    /// - a truncate drops them when the caller lacks CAP_FSETID (read from
-    ///   /proc only when the file has a set-ID bit to lose). `seen`: the
-    ///   attributes the permission check already read, if it ran.
+    /// - a truncate drops them when the kernel says so (`kill_suidgid`,
+    ///   FATTR_KILL_SUIDGID: it sets the flag when the caller lacks
+    ///   CAP_FSETID, as it judges capabilities, namespaces included).
     ///
     /// The engine keeps a directory's bits.
-    fn kill_setid(
-        &self,
-        who: Who,
-        i: u64,
-        change: &perm::Change,
-        size: Option<u64>,
-        seen: Option<Attr>,
-    ) -> churnfs_engine::Result<bool> {
+    fn kill_setid(&self, change: &perm::Change, size: Option<u64>, kill_suidgid: bool) -> bool {
         if !self.killpriv.load(Relaxed) || change.mode.is_some() {
-            return Ok(false);
+            return false;
         }
         if change.uid.is_some() || change.gid.is_some() {
-            return Ok(true);
+            return true;
         }
         let nothing = size.is_none() && !change.times_given && !change.times_now;
-        if nothing {
-            return Ok(true);
-        }
-        if size.is_none() {
-            return Ok(false);
-        }
-        let a = match seen {
-            Some(a) => a,
-            None => self.attr(i)?,
-        };
-        if perm::without_setid(a.perm) == a.perm {
-            return Ok(false);
-        }
-        let mut caller = ReqCaller::new(who.uid, who.gid, who.pid, &self.stats);
-        Ok(!perm::Caller::capable(&mut caller, perm::Cap::Fsetid))
+        nothing || (size.is_some() && kill_suidgid)
     }
 
     /// May the caller create a name in `dir`?

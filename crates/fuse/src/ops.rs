@@ -92,6 +92,9 @@ pub(crate) struct SetattrIn {
     pub mtime: Option<TimeOrNow>,
     pub ctime: Option<SystemTime>,
     pub fh: Option<u64>,
+    /// FATTR_KILL_SUIDGID: with FUSE_HANDLE_KILLPRIV_V2 the kernel sets it
+    /// on a truncate by a caller without CAP_FSETID.
+    pub kill_suidgid: bool,
 }
 
 /// One directory entry for READDIR (`entry` is None) or READDIRPLUS.
@@ -221,14 +224,12 @@ impl Core {
             through_handle: s.fh.is_some() && s.size.is_some(),
         };
         let mut mode = s.mode;
-        let mut seen = None;
         self.permit(who, |c| {
             let a = self.attr(i)?;
             mode = perm::setattr(c, &a, &change)?;
-            seen = Some(a);
             Ok(())
         })?;
-        let kill_setid = res(self.kill_setid(who, i, &change, s.size, seen))?;
+        let kill_setid = self.kill_setid(&change, s.size, s.kill_suidgid);
         let set = SetAttr {
             mode,
             uid: s.uid,

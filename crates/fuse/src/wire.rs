@@ -60,6 +60,7 @@ const FATTR_FH: u32 = 1 << 6;
 const FATTR_ATIME_NOW: u32 = 1 << 7;
 const FATTR_MTIME_NOW: u32 = 1 << 8;
 const FATTR_CTIME: u32 = 1 << 10;
+const FATTR_KILL_SUIDGID: u32 = 1 << 11;
 /// WRITE's `write_flags`: drop set-ID bits (FUSE_HANDLE_KILLPRIV_V2).
 const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
 
@@ -286,6 +287,7 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
                     TimeOrNow::Now => SystemTime::now(),
                 }),
                 fh: has(FATTR_FH).then(|| u64_at(f, 8)),
+                kill_suidgid: has(FATTR_KILL_SUIDGID),
             };
             Ok(put_attr_out(out, &core.do_setattr(r.who, i, s)?))
         }
