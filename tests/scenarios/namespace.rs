@@ -535,3 +535,33 @@ fn readdir_resumes_across_changes() {
     fs.e().fsync().unwrap();
     fs.fsck();
 }
+
+/// `name_missing` (the probe the adapter makes after a reply, under the
+/// shared lock) agrees with lookups whether the name is pending in memory,
+/// committed, cached or only in the store, and changes no cache.
+#[test]
+fn name_missing_agrees_with_lookup_everywhere_a_name_can_be() {
+    let mut fs = Fs::new();
+    let d = fs.mkdir(Ino::ROOT, b"d");
+    assert!(fs.e().name_missing(d, b"f").unwrap());
+    let f = fs.mkfile(d, b"f", b"x");
+    assert!(!fs.e().name_missing(d, b"f").unwrap(), "pending create");
+    fs.e().fsync().unwrap();
+    assert!(!fs.e().name_missing(d, b"f").unwrap(), "committed");
+    fs.remount();
+    let hits = fs.stat("dcache_hits") + fs.stat("dcache_misses");
+    assert!(!fs.e().name_missing(d, b"f").unwrap(), "only in the store");
+    assert!(fs.e().name_missing(d, b"g").unwrap(), "never made");
+    assert_eq!(fs.stat("dcache_hits") + fs.stat("dcache_misses"), hits);
+    fs.e().unlink(d, b"f").unwrap();
+    assert!(fs.e().name_missing(d, b"f").unwrap(), "pending unlink");
+    assert_err!(fs.e().lookup(d, b"f"), EngineError::NotFound);
+    fs.e().fsync().unwrap();
+    assert!(fs.e().name_missing(d, b"f").unwrap(), "committed unlink");
+    assert!(
+        fs.e().name_missing(Ino(f.0 + 1000), b"f").unwrap(),
+        "no such parent"
+    );
+    assert_err!(fs.e().name_missing(d, b"a/b"), EngineError::Invalid(_));
+    fs.fsck();
+}

@@ -193,6 +193,38 @@ impl DCache {
         }
     }
 
+    /// What the tables know about `parent/name`, without touching their
+    /// order or counters (for probes under the shared state lock).
+    pub fn peek(&self, parent: Ino, hash: u64, name: &[u8]) -> Known {
+        let lo = (parent, hash, Vec::new());
+        let pending = self
+            .pending
+            .range((Bound::Included(lo), Bound::Unbounded))
+            .take_while(|((d, h, _), _)| *d == parent && *h == hash)
+            .find(|((_, _, n), _)| n.as_slice() == name);
+        if let Some((_, p)) = pending {
+            return Known::Yes {
+                child: p.child,
+                stored: p.stored,
+            };
+        }
+        with_flat(parent, name, |k| {
+            if let Some(c) = self.positive.peek(k) {
+                Known::Yes {
+                    child: Some(*c),
+                    stored: true,
+                }
+            } else if self.negative.peek(k).is_some() {
+                Known::Yes {
+                    child: None,
+                    stored: false,
+                }
+            } else {
+                Known::Unknown
+            }
+        })
+    }
+
     /// Records what the store said about a name that was not cached: the
     /// caller's `lookup` just answered `Unknown` under the same lock, so the
     /// name is in no table and nothing needs to be removed first. An absent

@@ -684,6 +684,24 @@ impl Engine {
         self.lock_state()?.child_attr(parent, name)
     }
 
+    /// Whether `name` in `parent` names nothing, read under the shared
+    /// state lock without changing any cache (a missing `parent` has no
+    /// names). For probes made off a request's path, which should not hold
+    /// back requests that take the lock exclusively.
+    pub fn name_missing(&self, parent: Ino, name: &[u8]) -> Result<bool> {
+        check_name(name)?;
+        let s = self.lock_shared()?;
+        let hash = format::dir_hash(name);
+        if let Known::Yes { child, .. } = s.dcache.peek(parent, hash, name) {
+            return Ok(child.is_none());
+        }
+        Stats::inc(&self.stats.store_gets);
+        match s.store.get(&format::dentry_key(parent, hash, name))? {
+            Some(v) => format::decode_dentry(parent, &v).map(|_| false),
+            None => Ok(true),
+        }
+    }
+
     /// Where directory `ino` sits and how many names (and subdirectories)
     /// it holds.
     pub fn dir_shape(&self, ino: Ino) -> Result<DirShape> {

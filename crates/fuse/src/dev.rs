@@ -31,7 +31,7 @@
 //! for the headers) and a reply (`MAX_IO` and the out header).
 
 use crate::wire::{
-    fixed_len, in_header, put_out_header, serve, u32_at, u64_at, In, MAX_IO, OUT_HEADER,
+    fixed_len, in_header, outcome, put_out_header, serve, u32_at, u64_at, In, MAX_IO, OUT_HEADER,
 };
 use crate::Core;
 use churnfs_engine::stats::Stats;
@@ -228,20 +228,7 @@ fn answer(core: &Core, r: &[u8], out: &mut [u8], send: &mut dyn FnMut(&[u8])) ->
                 rest: &body[fixed..],
             };
             let _turn = core.workers.turn(who.pid);
-            // A handler that panics is answered EIO (as fuser's reply
-            // objects did when dropped), and this reader goes on: its caller
-            // would otherwise wait until the connection ends.
-            let served = catch_unwind(AssertUnwindSafe(|| {
-                serve(core, &req, &mut out[OUT_HEADER..])
-            }));
-            let (err, n) = match served {
-                Ok(Ok(n)) => (0, n),
-                Ok(Err(e)) => (-e.code(), 0),
-                Err(_) => {
-                    tracing::error!("the handler of opcode {opcode} panicked; answered EIO");
-                    (-libc::EIO, 0)
-                }
-            };
+            let (err, n) = outcome(opcode, || serve(core, &req, &mut out[OUT_HEADER..]));
             reply(out, err, n);
             // The caller has its answer; the notes for the kernel's
             // negative dentries are made while it reads it.

@@ -221,10 +221,7 @@ impl negative::DirProbe for EngineDirs {
     }
 
     fn missing(&self, parent: u64, name: &[u8]) -> bool {
-        matches!(
-            self.0.child_attr(Ino(parent), name),
-            Err(EngineError::NotFound)
-        )
+        matches!(self.0.name_missing(Ino(parent), name), Ok(true))
     }
 }
 

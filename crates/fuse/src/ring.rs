@@ -22,8 +22,8 @@
 //! goes back to /dev/fuse (`fc->io_uring = 0`), which the readers serve.
 
 use crate::wire::{
-    fixed_len, in_header, put32, put64, put_out_header, serve, serve_wait, u32_at, u64_at, In,
-    FSYNC, FSYNCDIR, MAX_IO,
+    fixed_len, in_header, outcome, put32, put64, put_out_header, serve, serve_wait, u32_at, u64_at,
+    In, FSYNC, FSYNCDIR, MAX_IO,
 };
 use crate::Core;
 use churnfs_engine::stats::Stats;
@@ -270,10 +270,7 @@ fn queue(
             .name(format!("churnfs-wait{qid}"))
             .spawn_scoped(s, move || {
                 for (i, opcode, unique, commit_id) in rx {
-                    let err = match serve_wait(core, opcode) {
-                        Ok(()) => 0,
-                        Err(e) => -e.code(),
-                    };
+                    let (err, _) = outcome(opcode, || serve_wait(core, opcode).map(|()| 0));
                     answers
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -445,10 +442,7 @@ fn serve_queue(
                 let _ = jobs.send((i, opcode, unique, commit_id));
                 continue;
             }
-            let (err, n) = match serve(core, &r, &mut out) {
-                Ok(n) => (0, n),
-                Err(e) => (-e.code(), 0),
-            };
+            let (err, n) = outcome(opcode, || serve(core, &r, &mut out));
             e.payload[..n].copy_from_slice(&out[..n]);
             reply_header(&mut e.header, unique, err, n);
             commit(&mut ring, i, commit_id)?;

@@ -10,6 +10,7 @@ use churnfs_engine::stats::Stats;
 use fuser::{Errno, FileAttr, FileType, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 // Opcodes (include/uapi/linux/fuse.h).
@@ -231,6 +232,23 @@ fn type_bits(k: FileType) -> u32 {
         FileType::RegularFile => libc::S_IFREG,
         FileType::Symlink => libc::S_IFLNK,
         FileType::Socket => libc::S_IFSOCK,
+    }
+}
+
+/// The answer to a request whose handler is `served`: the errno to send
+/// (0, or minus the error) and the length of the arguments it laid out. A
+/// handler that panics is answered EIO and logged, as fuser's reply objects
+/// did when dropped: its caller is not left waiting until the connection
+/// ends, and the thread that serves it goes on. Both transports answer
+/// through here.
+pub(crate) fn outcome(opcode: u32, served: impl FnOnce() -> Res<usize>) -> (i32, usize) {
+    match catch_unwind(AssertUnwindSafe(served)) {
+        Ok(Ok(n)) => (0, n),
+        Ok(Err(e)) => (-e.code(), 0),
+        Err(_) => {
+            tracing::error!("the handler of opcode {opcode} panicked; answered EIO");
+            (-libc::EIO, 0)
+        }
     }
 }
 
@@ -493,6 +511,16 @@ pub(crate) mod tests {
     use crate::{Adapter, AdapterConfig};
     use churnfs_engine::{Engine, EngineConfig, MemStore};
     use std::sync::Arc;
+
+    #[test]
+    fn a_handler_that_panics_is_answered_eio_and_others_as_they_return() {
+        assert_eq!(outcome(LOOKUP, || Ok(24)), (0, 24));
+        assert_eq!(outcome(LOOKUP, || Err(Errno::ENOENT)), (-libc::ENOENT, 0));
+        let panicked = outcome(LOOKUP, || -> Res<usize> { panic!("a handler's bug") });
+        assert_eq!(panicked, (-libc::EIO, 0));
+        // The thread goes on: the next request is answered as usual.
+        assert_eq!(outcome(FSYNC, || Ok(0)), (0, 0));
+    }
 
     pub(crate) fn core() -> Arc<Core> {
         let store = Arc::new(MemStore::new());
