@@ -238,25 +238,50 @@ fn mark_dirty(icache: &mut ICache, dirty: &mut DirtyList, stats: &Stats, ino: In
 /// over, everything it changed is dirty, so pinned) every part evicts its
 /// idle inodes down to its share: what the operation loaded does not stay
 /// over the bound until operations on those parts come.
-pub(crate) struct StateGuard<'a>(RwLockWriteGuard<'a, State>);
+///
+/// A panic while it is held stops the engine (`PanicStop`).
+pub(crate) struct StateGuard<'a> {
+    state: RwLockWriteGuard<'a, State>,
+    _stop: PanicStop<'a>,
+}
+
+/// Stops the engine when the operation that holds it panics: the state
+/// may be half changed (a name moved but its count not, a dirty list
+/// emptied into a batch that was never staged), and the next commit would
+/// write that down, or an fsync report it durable. The front end answers
+/// the panicking request EIO and goes on; from then on every operation
+/// answers EIO too, as after a failed store write (`Engine::stop`).
+pub(crate) struct PanicStop<'a>(pub(crate) &'a Engine);
+
+impl Drop for PanicStop<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() && !self.0.stopped.swap(true, Ordering::AcqRel) {
+            tracing::error!(
+                "an operation panicked while changing the filesystem's state; engine stopped \
+                 (every operation now answers EIO)"
+            );
+            Stats::set(&self.0.stats.engine_stopped, 1);
+        }
+    }
+}
 
 impl std::ops::Deref for StateGuard<'_> {
     type Target = State;
     fn deref(&self) -> &State {
-        &self.0
+        &self.state
     }
 }
 
 impl std::ops::DerefMut for StateGuard<'_> {
     fn deref_mut(&mut self) -> &mut State {
-        &mut self.0
+        &mut self.state
     }
 }
 
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         if !std::thread::panicking() {
-            self.0.shrink_all();
+            self.state.shrink_all();
         }
     }
 }
@@ -589,7 +614,10 @@ impl Engine {
         Stats::inc(&self.stats.state_locks);
         let (s, waited) = acquire(self.state.try_write(), || self.state.write());
         self.state_waited(waited);
-        Ok(StateGuard(s))
+        Ok(StateGuard {
+            state: s,
+            _stop: PanicStop(self),
+        })
     }
 
     /// The state lock, shared (an operation on one inode; see `file`).
@@ -630,6 +658,7 @@ impl Engine {
         let lock = &s.parts[part_of(ino)];
         Stats::inc(&self.stats.part_locks);
         let (mut part, waited) = acquire(lock.try_lock(), || lock.lock());
+        let _stop = PanicStop(self);
         if let Some(ns) = waited {
             Stats::inc(&self.stats.part_lock_waits);
             Stats::add(&self.stats.part_lock_wait_ns, ns);
@@ -1395,6 +1424,42 @@ mod tests {
 
     fn count(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    /// A panic while the state lock is held, or while a part is, stops the
+    /// engine: what it changed may be half done, and nothing may commit it.
+    #[test]
+    fn a_panic_that_holds_the_state_or_a_part_stops_the_engine() {
+        for in_part in [false, true] {
+            let e = mounted_quiet();
+            let (a, _fh) = e.create(Ctx::ROOT, Ino::ROOT, b"f", 0o600).unwrap();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                if in_part {
+                    let _ = e.file(a.ino, |_| -> Result<()> {
+                        panic!("a bug in a file operation")
+                    });
+                } else {
+                    let _g = e.lock_state().unwrap();
+                    panic!("a bug in a namespace operation");
+                }
+            }));
+            assert!(r.is_err());
+            assert!(matches!(e.getattr(a.ino), Err(EngineError::Stopped)));
+            assert!(matches!(
+                e.lookup(Ino::ROOT, b"f"),
+                Err(EngineError::Stopped)
+            ));
+            assert!(
+                e.fsync().is_err(),
+                "an fsync after the panic reported success"
+            );
+            assert_eq!(count(&e.stats.engine_stopped), 1);
+        }
+        // An operation that fails without a panic stops nothing.
+        let e = mounted_quiet();
+        assert!(e.lookup(Ino::ROOT, b"missing").is_err());
+        assert!(e.getattr(Ino::ROOT).is_ok());
+        assert_eq!(count(&e.stats.engine_stopped), 0);
     }
 
     /// A write and a truncate take the state lock once each (the dirty

@@ -127,7 +127,13 @@ impl InFlightStore {
         let Some(staged) = self.current() else {
             return Ok(());
         };
-        let r = self.base.apply(&staged.batch);
+        // A store that panics is a store that failed: the batch is retired
+        // all the same, so writers waiting for it go on (to the engine's
+        // stop, not to a wait that never ends).
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.base.apply(&staged.batch)
+        }))
+        .unwrap_or_else(|_| Err(StoreError::Engine("the store's write panicked".into())));
         *self.staged.write().unwrap_or_else(|p| p.into_inner()) = None;
         let _g = self.retired.0.lock().unwrap_or_else(|p| p.into_inner());
         self.retired.1.notify_all();
@@ -272,6 +278,39 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    /// A store whose writes panic.
+    struct Panicking;
+
+    impl KvStore for Panicking {
+        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(None)
+        }
+        fn scan(&self, _: &[u8], _: &[u8], _: usize) -> Result<Vec<KvPair>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn apply(&self, _: &Batch) -> Result<(), StoreError> {
+            panic!("a bug in the store");
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn reopens(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn a_store_write_that_panics_fails_and_retires_its_batch() {
+        let s = InFlightStore::new(Arc::new(Panicking));
+        s.stage(batch(&[("a1", Some("new"))]));
+        assert!(matches!(s.apply_staged(), Err(StoreError::Engine(_))));
+        assert_eq!(s.staged_len(), 0);
+        assert!(!s.wait_applied(), "a writer would wait for a batch gone");
+        // The next batch can be staged (the engine stops first in practice).
+        s.stage(batch(&[("a2", None)]));
+        assert_eq!(s.staged_len(), 1);
     }
 
     /// A store holding a1..a9 = "old" and b1.

@@ -287,7 +287,8 @@ impl Core {
     ///   write (both drop them on Linux; no other syscall sends one);
     /// - a truncate drops them when the kernel says so (`kill_suidgid`,
     ///   FATTR_KILL_SUIDGID: it sets the flag when the caller lacks
-    ///   CAP_FSETID, as it judges capabilities, namespaces included).
+    ///   CAP_FSETID in the initial user namespace, as a local filesystem
+    ///   decides).
     ///
     /// The engine keeps a directory's bits.
     fn kill_setid(&self, change: &perm::Change, size: Option<u64>, kill_suidgid: bool) -> bool {

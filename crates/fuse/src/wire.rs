@@ -240,7 +240,9 @@ fn type_bits(k: FileType) -> u32 {
 /// handler that panics is answered EIO and logged, as fuser's reply objects
 /// did when dropped: its caller is not left waiting until the connection
 /// ends, and the thread that serves it goes on. Both transports answer
-/// through here.
+/// through here. A panic that held the engine's state or one of its parts
+/// has stopped the engine by then (`churnfs_engine`'s `PanicStop`): every
+/// later request answers EIO, and nothing half done is committed.
 pub(crate) fn outcome(opcode: u32, served: impl FnOnce() -> Res<usize>) -> (i32, usize) {
     match catch_unwind(AssertUnwindSafe(served)) {
         Ok(Ok(n)) => (0, n),
