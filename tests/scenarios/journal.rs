@@ -378,9 +378,14 @@ fn requests_are_served_while_a_commit_writes_its_batch() {
                 contents.push(fs2.read_all(ino) == pattern(i, 150_000));
             }
             let f0 = fs2.ino(d, b"f0").map(|_| ());
+            // The read-only probe sees the staged batch too (most of these
+            // names are out of the name cache by now).
+            let probes = (1..files)
+                .all(|i| !fs2.e().name_missing(d, format!("f{i}").as_bytes()).unwrap())
+                && fs2.e().name_missing(d, b"f0").unwrap();
             fs2.mkfile(d, b"during", b"");
             // Returned, not dropped: dropping unmounts, which waits for the commit.
-            (names.len(), contents, f0, fs2)
+            (names.len(), contents, f0, probes, fs2)
         })
     };
     // File data waits for the store instead (a writer that went on would
@@ -403,7 +408,8 @@ fn requests_are_served_while_a_commit_writes_its_batch() {
         !committer.is_finished(),
         "the commit passed the closed gate"
     );
-    let (names, contents, f0, fs2) = reader.join().unwrap();
+    let (names, contents, f0, probes, fs2) = reader.join().unwrap();
+    assert!(probes, "name_missing during the commit");
     assert_eq!(names as u64, files - 1, "readdir during the commit");
     assert!(
         contents.iter().all(|&ok| ok),
