@@ -148,16 +148,19 @@ impl DCache {
         k
     }
 
-    pub fn lookup(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) -> Known {
-        // Pending names of this (parent, hash), without building a key.
+    /// The pending state of `parent/name`, found among the pending names of
+    /// its (parent, hash) without building a key.
+    fn pending_of(&self, parent: Ino, hash: u64, name: &[u8]) -> Option<Pending> {
         let lo = (parent, hash, Vec::new());
-        let pending = self
-            .pending
+        self.pending
             .range((Bound::Included(lo), Bound::Unbounded))
             .take_while(|((d, h, _), _)| *d == parent && *h == hash)
             .find(|((_, _, n), _)| n.as_slice() == name)
-            .map(|(_, p)| *p);
-        if let Some(p) = pending {
+            .map(|(_, p)| *p)
+    }
+
+    pub fn lookup(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) -> Known {
+        if let Some(p) = self.pending_of(parent, hash, name) {
             Stats::inc(&stats.dcache_hits);
             return Known::Yes {
                 child: p.child,
@@ -196,13 +199,7 @@ impl DCache {
     /// What the tables know about `parent/name`, without touching their
     /// order or counters (for probes under the shared state lock).
     pub fn peek(&self, parent: Ino, hash: u64, name: &[u8]) -> Known {
-        let lo = (parent, hash, Vec::new());
-        let pending = self
-            .pending
-            .range((Bound::Included(lo), Bound::Unbounded))
-            .take_while(|((d, h, _), _)| *d == parent && *h == hash)
-            .find(|((_, _, n), _)| n.as_slice() == name);
-        if let Some((_, p)) = pending {
+        if let Some(p) = self.pending_of(parent, hash, name) {
             return Known::Yes {
                 child: p.child,
                 stored: p.stored,

@@ -459,13 +459,18 @@ impl State {
         if let Known::Yes { child, stored } = self.dcache.lookup(dir, hash, name, &self.stats) {
             return Ok((child, stored));
         }
-        Stats::inc(&self.stats.store_gets);
-        let child = match self.store.get(&format::dentry_key(dir, hash, name))? {
-            Some(v) => Some(format::decode_dentry(dir, &v)?),
-            None => None,
-        };
+        let child = self.stored_child(dir, hash, name)?;
         self.dcache.fill(dir, hash, name, child, &self.stats);
         Ok((child, child.is_some()))
+    }
+
+    /// What the store (a staged batch first) holds for `dir/name`.
+    fn stored_child(&self, dir: Ino, hash: u64, name: &[u8]) -> Result<Option<Child>> {
+        Stats::inc(&self.stats.store_gets);
+        match self.store.get(&format::dentry_key(dir, hash, name))? {
+            Some(v) => Ok(Some(format::decode_dentry(dir, &v)?)),
+            None => Ok(None),
+        }
     }
 
     pub(crate) fn set_name(&mut self, dir: Ino, name: &[u8], child: Option<Child>, stored: bool) {
@@ -724,11 +729,7 @@ impl Engine {
         if let Known::Yes { child, .. } = s.dcache.peek(parent, hash, name) {
             return Ok(child.is_none());
         }
-        Stats::inc(&self.stats.store_gets);
-        match s.store.get(&format::dentry_key(parent, hash, name))? {
-            Some(v) => format::decode_dentry(parent, &v).map(|_| false),
-            None => Ok(true),
-        }
+        Ok(s.stored_child(parent, hash, name)?.is_none())
     }
 
     /// Where directory `ino` sits and how many names (and subdirectories)
