@@ -5,7 +5,9 @@
 # N open-unlinked files (the daemon killed with SIGKILL while they are held),
 # the remount timed, the journal's size at the crash, the time until the
 # orphans are freed, then an unmount and fsck. Prints one key=value line per
-# N. Uses the release build; CHURNFS_MOUNT_OPTS adds mount options. Root
+# N. Uses the release build; CHURNFS_MOUNT_OPTS adds mount options, W1_BYTES
+# the bytes written into each file (default 0; past 2,048 each file holds a
+# stored block, so the crash leaves data to reclaim). Root
 # only; it unmounts what it mounts and kills only the daemon it started.
 set -euo pipefail
 : "${CARGO_TARGET_DIR:=$HOME/.cache/churnfs-target}"
@@ -53,7 +55,7 @@ for n in "$@"; do
   "$BIN" mkfs "$w/ram/store" >/dev/null
   w=$w mount_store
   mkdir "$w/mnt/b"
-  out=$("$BENCH" w1 --dir "$w/mnt/b" --n "$n" --crash \
+  out=$("$BENCH" w1 --dir "$w/mnt/b" --n "$n" --crash --bytes "${W1_BYTES:-0}" \
     --kill-cmd "bash $w/kill.sh" --remount-cmd "bash $w/remount.sh" \
     --reclaimed-cmd "bash $w/reclaimed.sh")
   remount=$(echo "$out" | sed -n 's/^crash_remount_s=//p')

@@ -179,6 +179,11 @@ impl Size {
         };
         if workload == "w1crash" {
             a.push(s("--crash"));
+            // A block of data in each file (past churnfs's 2,048 inline
+            // bytes): a crash then leaves space to reclaim. An empty file
+            // unlinked while open never reaches churnfs's store, so with
+            // empty files the reclaim would have nothing to do.
+            a.extend([s("--bytes"), s("4096")]);
         }
         a
     }

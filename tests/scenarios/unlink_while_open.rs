@@ -1,8 +1,9 @@
 //! Files unlinked while open: readable and writable through the handle, gone
 //! at last release and FORGET, and reclaimed by recovery after a crash.
 
+use churnfs_engine::format::Key;
 use churnfs_engine::format::BLOCK_SIZE;
-use churnfs_engine::{EngineError, Ino};
+use churnfs_engine::{BlockNo, EngineError, Ino, SetAttr};
 use churnfs_tests::{assert_err, keys_of, pattern, Fs, CTX};
 
 /// Creates `name` holding `len` bytes, fsynced, and keeps it open and known
@@ -184,7 +185,8 @@ fn a_mount_serves_while_the_orphans_of_a_crash_are_freed() {
             .e()
             .create(CTX, Ino::ROOT, name.as_bytes(), 0o600)
             .unwrap();
-        fs.e().write(attr.ino, 0, &pattern(i, 100)).unwrap();
+        // Past the inline bytes, so each leaves a block to reclaim.
+        fs.e().write(attr.ino, 0, &pattern(i, 3000)).unwrap();
         fs.e().unlink(Ino::ROOT, name.as_bytes()).unwrap();
         inos.push(attr.ino);
     }
@@ -395,5 +397,119 @@ fn a_tmpfile_without_an_open_handle_is_freed_at_forget() {
     assert_eq!(fs.stat("unlinked_inodes"), 0);
     fs.e().fsync().unwrap();
     assert_eq!(keys_of(&fs.store, f), vec![]);
+    fs.fsck();
+}
+
+/// An unlinked file whose bytes are all inline leaves the store with the
+/// unlink's commit (a crash would leave nothing reachable of it), lives on
+/// in memory while open, and goes back to the store, with a `U` record, once
+/// it holds a stored block.
+#[test]
+fn an_unlinked_file_of_inline_bytes_is_kept_out_of_the_store() {
+    let mut fs = Fs::new();
+    let keep = fs.mkfile(Ino::ROOT, b"keep", b"kept");
+    let (f, data) = open_file(&fs, b"f", 100);
+    assert!(!keys_of(&fs.store, f).is_empty(), "stored while named");
+    fs.e().unlink(Ino::ROOT, b"f").unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![], "unlinked and inline");
+    assert_eq!(fs.stat("unlinked_unstored"), 1);
+    assert_eq!(fs.stat("unlinked_inodes"), 1);
+    // Still a file through its handle, inline writes included.
+    assert_eq!(fs.read_all(f), data);
+    fs.e().write(f, 100, b"more").unwrap();
+    let mode = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    fs.e().setattr(f, mode).unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    let mut grown = data.clone();
+    grown.extend_from_slice(b"more");
+    assert_eq!(fs.read_all(f), grown);
+    assert_eq!(fs.e().getattr(f).unwrap().perm, 0o600);
+    fs.fsck();
+    // A crash finds nothing to reclaim.
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 0);
+    assert_err!(fs.e().lookup(Ino::ROOT, b"f"), EngineError::NotFound);
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    assert_eq!(fs.read_all(keep), b"kept");
+    fs.fsck();
+
+    // Grown past the inline bytes: its block, inode and `U` record are
+    // written together, and a crash reclaims them.
+    let (f, _) = open_file(&fs, b"g", 100);
+    fs.e().unlink(Ino::ROOT, b"g").unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    fs.e().write(f, 0, &pattern(9, 5_000)).unwrap();
+    fs.e().fsync().unwrap();
+    let keys = keys_of(&fs.store, f);
+    assert!(keys.contains(&Key::Inode(f)), "{keys:?}");
+    assert!(keys.contains(&Key::Unlinked(f)), "{keys:?}");
+    assert!(keys.contains(&Key::Block(f, BlockNo(0))), "{keys:?}");
+    assert_eq!(fs.read_all(f), pattern(9, 5_000));
+    fs.fsck();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 1);
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    fs.fsck();
+}
+
+/// An empty tmpfile never reaches the store; linked, it is stored with its
+/// name, and an xattr set on an unlinked file puts it back on the store.
+#[test]
+fn an_empty_tmpfile_reaches_the_store_only_when_linked() {
+    let mut fs = Fs::new();
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, true).unwrap();
+    let f = attr.ino;
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    fs.e().link(f, Ino::ROOT, b"named").unwrap();
+    fs.e().fsync().unwrap();
+    assert!(keys_of(&fs.store, f).contains(&Key::Inode(f)));
+    assert!(!keys_of(&fs.store, f).contains(&Key::Unlinked(f)));
+    fs.crash();
+    assert_eq!(fs.ino(Ino::ROOT, b"named").unwrap(), f);
+    fs.fsck();
+
+    let (attr, _fh) = fs.e().tmpfile(CTX, Ino::ROOT, 0o600, true).unwrap();
+    let t = attr.ino;
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, t), vec![]);
+    fs.e().setxattr(t, b"user.k", b"v", 0).unwrap();
+    fs.e().fsync().unwrap();
+    let keys = keys_of(&fs.store, t);
+    for k in [Key::Inode(t), Key::Unlinked(t), Key::Xattr(t)] {
+        assert!(keys.contains(&k), "{k:?} missing from {keys:?}");
+    }
+    fs.fsck();
+    fs.crash();
+    assert_eq!(fs.stat("recovered_unlinked"), 1);
+    assert_eq!(keys_of(&fs.store, t), vec![]);
+    fs.fsck();
+}
+
+/// Freeing a file the store holds no block of deletes its records without
+/// scanning for blocks; a file with stored blocks is scanned.
+#[test]
+fn a_freed_file_without_stored_blocks_is_deleted_without_a_scan() {
+    let fs = Fs::new();
+    let small = fs.mkfile(Ino::ROOT, b"small", b"inline bytes");
+    let big = fs.mkfile(Ino::ROOT, b"big", &pattern(2, 3 * BLOCK_SIZE as usize));
+    fs.e().fsync().unwrap();
+    let scans = fs.stat("store_scans");
+    fs.e().unlink(Ino::ROOT, b"small").unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(fs.stat("frees_unscanned"), 1);
+    assert_eq!(fs.stat("store_scans"), scans, "no scan for an inline file");
+    assert_eq!(keys_of(&fs.store, small), vec![]);
+    fs.e().unlink(Ino::ROOT, b"big").unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(fs.stat("frees_unscanned"), 1);
+    assert!(fs.stat("store_scans") > scans, "the blocks were looked for");
+    assert_eq!(keys_of(&fs.store, big), vec![]);
     fs.fsck();
 }

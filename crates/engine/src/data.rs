@@ -324,6 +324,8 @@ impl FileCtx<'_> {
             // Queued for the reclaim thread by the commit that writes it.
             self.truncates.set(ino, first_gone, to, self.stats);
             self.dirty.add(Item::Truncate(ino), self.stats);
+            // A `T` record goes with the inode's blocks when it is freed.
+            self.inode(ino)?.blocks_on_store = true;
         }
         Stats::inc(&self.stats.truncates_deferred);
         let i = self.inode(ino)?;

@@ -50,6 +50,11 @@ pub struct Inode {
     pub xattrs_on_store: bool,
     /// The unlinked record exists on the store.
     pub unlinked_on_store: bool,
+    /// The store may hold blocks or a pending truncate range of it: set when
+    /// a commit writes one, and for every inode loaded from the store. While
+    /// false, a freed inode's deletion needs no scan of its blocks, and an
+    /// unlinked one leaves nothing a crash would have to reclaim.
+    pub blocks_on_store: bool,
     /// nlink, opens and kernel refs all reached zero: the journal deletes it.
     pub freed: bool,
     /// On the journal's dirty list.
@@ -67,6 +72,7 @@ impl Inode {
             on_store,
             xattrs_on_store,
             unlinked_on_store: false,
+            blocks_on_store: on_store,
             freed: false,
             dirty: false,
         }

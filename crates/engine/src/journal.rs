@@ -23,6 +23,7 @@ use crate::dcache::DCache;
 use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, INLINE_MAX};
 use crate::fs::{part_of, Engine, EngineConfig, Part, State, PARTS};
+use crate::icache::Inode;
 use crate::inflight::InFlightStore;
 use crate::orphan;
 use crate::stats::Stats;
@@ -152,6 +153,12 @@ impl State {
                         data.truncate(end);
                         format::validate_block(ino, &data)?;
                         batch.put(key, data);
+                        // An unlinked inode the store did not hold now has
+                        // something a crash must reclaim.
+                        if i.rec.nlink == 0 && !i.unlinked_on_store {
+                            put_inode(i, ino, &mut batch)?;
+                        }
+                        i.blocks_on_store = true;
                     }
                 }
                 Item::Truncate(ino) => {
@@ -184,6 +191,9 @@ impl State {
                     } else {
                         batch.put(format::xattr_key(ino), format::encode_xattrs(ino, x)?);
                         i.xattrs_on_store = true;
+                        if i.rec.nlink == 0 && !i.unlinked_on_store {
+                            put_inode(i, ino, &mut batch)?;
+                        }
                     }
                 }
             }
@@ -228,36 +238,81 @@ impl State {
                         batch.put(format::unlinked_key(ino), format::encode_unlinked());
                     }
                     Stats::inc(&self.stats.large_frees_queued);
+                } else if !i.blocks_on_store {
+                    // No block or `T` record was ever stored: its records
+                    // are known without a scan.
+                    Stats::inc(&self.stats.frees_unscanned);
+                    batch.delete(format::inode_key(ino));
+                    if i.xattrs_on_store {
+                        batch.delete(format::xattr_key(ino));
+                    }
+                    if i.unlinked_on_store {
+                        batch.delete(format::unlinked_key(ino));
+                    }
                 } else {
                     if i.rec.size > unlinked::FREE_INLINE_MAX {
                         Stats::inc(&self.stats.large_frees_inline);
                     }
-                    unlinked::delete_inode_records(&*store, ino, batch)?;
+                    let scans = unlinked::delete_inode_records(&*store, ino, batch)?;
+                    Stats::add(&self.stats.store_scans, scans);
                 }
             }
             part.icache.remove(ino);
             return Ok(());
         }
-        let mut rec = i.rec.clone();
-        if rec.kind == FileKind::Regular {
-            rec.extra = None;
-            if rec.size <= INLINE_MAX {
-                let mut d = i.blocks.get(&0).cloned().unwrap_or_default();
-                d.resize(rec.size as usize, 0);
-                rec.extra = Some(d);
+        if unstored(i) {
+            // Unlinked, and nothing of it but its inode record would be
+            // left after a crash, when nothing can reach it any more: the
+            // store forgets it now (memory holds it while it is open or
+            // known to the kernel) and a crash has nothing to reclaim.
+            if i.on_store {
+                batch.delete(format::inode_key(ino));
+                i.on_store = false;
             }
+            Stats::inc(&self.stats.unlinked_unstored);
+            return Ok(());
         }
-        batch.put(format::inode_key(ino), rec.encode(ino)?);
-        i.on_store = true;
-        if rec.nlink == 0 && !i.unlinked_on_store {
-            batch.put(format::unlinked_key(ino), format::encode_unlinked());
-            i.unlinked_on_store = true;
-        } else if rec.nlink > 0 && i.unlinked_on_store {
-            batch.delete(format::unlinked_key(ino));
-            i.unlinked_on_store = false;
-        }
-        Ok(())
+        put_inode(i, ino, batch)
     }
+}
+
+/// Whether an unlinked inode is kept out of the store: a regular file whose
+/// bytes are all inline (in its inode record) and that has no extended
+/// attribute and no `U` record yet. Once a block, an xattr record or a `U`
+/// record of it is written it stays on the store until it is freed.
+fn unstored(i: &Inode) -> bool {
+    let r = &i.rec;
+    r.nlink == 0
+        && r.kind == FileKind::Regular
+        && r.size <= INLINE_MAX
+        && !r.has_xattrs
+        && !i.unlinked_on_store
+        && !i.blocks_on_store
+        && !i.xattrs_on_store
+}
+
+/// Adds the inode record to `batch`, with the `U` record an unlinked inode
+/// needs (or the deletion of one it no longer needs).
+fn put_inode(i: &mut Inode, ino: Ino, batch: &mut Batch) -> Result<()> {
+    let mut rec = i.rec.clone();
+    if rec.kind == FileKind::Regular {
+        rec.extra = None;
+        if rec.size <= INLINE_MAX {
+            let mut d = i.blocks.get(&0).cloned().unwrap_or_default();
+            d.resize(rec.size as usize, 0);
+            rec.extra = Some(d);
+        }
+    }
+    batch.put(format::inode_key(ino), rec.encode(ino)?);
+    i.on_store = true;
+    if rec.nlink == 0 && !i.unlinked_on_store {
+        batch.put(format::unlinked_key(ino), format::encode_unlinked());
+        i.unlinked_on_store = true;
+    } else if rec.nlink > 0 && i.unlinked_on_store {
+        batch.delete(format::unlinked_key(ino));
+        i.unlinked_on_store = false;
+    }
+    Ok(())
 }
 
 impl Engine {
@@ -417,6 +472,7 @@ impl Engine {
             Stats::inc(&self.stats.large_frees_done);
         }
         Stats::add(&self.stats.free_batches, freer.batches);
+        Stats::add(&self.stats.store_scans, freer.scans);
         Ok(())
     }
 
@@ -559,6 +615,7 @@ impl Engine {
         }
         freer.flush(&mut apply)?;
         Stats::add(&self.stats.free_batches, freer.batches);
+        Stats::add(&self.stats.store_scans, freer.scans);
         Ok(freed)
     }
 
@@ -846,7 +903,9 @@ mod tests {
         let e = Engine::mount(store.clone(), EngineConfig::default()).unwrap();
         e.wait_reclaim();
         let (live, _fh) = e.create(Ctx::ROOT, Ino::ROOT, b"live", 0o600).unwrap();
-        e.write(live.ino, 0, b"still here").unwrap();
+        // Past the inline bytes: a stored block, which a crash must reclaim.
+        let data = vec![7u8; INLINE_MAX as usize + 1];
+        e.write(live.ino, 0, &data).unwrap();
         e.unlink(Ino::ROOT, b"live").unwrap();
         e.fsync().unwrap();
         assert!(store
@@ -860,7 +919,7 @@ mod tests {
             .unwrap()
             .is_some());
         assert!(store.get(&format::inode_key(live.ino)).unwrap().is_some());
-        assert_eq!(e.read(live.ino, 0, 100).unwrap(), b"still here");
+        assert_eq!(e.read(live.ino, 0, 4096).unwrap(), data);
 
         // Once this mount is gone, the same record is an orphan.
         drop(e);

@@ -71,6 +71,8 @@ stats! {
     // unlinked
     unlinked_inodes,
     unlinked_freed,
+    unlinked_unstored,
+    frees_unscanned,
     tmpfiles,
     recovered_unlinked,
     recovery_running,

@@ -170,6 +170,12 @@ impl FjallStore {
         let db = fjall::Database::builder(path)
             .cache_size(cache_bytes)
             .manual_journal_persist(true)
+            // Journal entries as written: fjall compresses values of 4 KiB
+            // and more with LZ4 by default, and the replay after a crash
+            // encodes every entry again to check its batch's checksum, so
+            // each such block was compressed a second time while the mount
+            // waited (docs/design.md §7).
+            .journal_compression(fjall::CompressionType::None)
             .open()
             .map_err(fjall_err)?;
         let ks = db

@@ -70,14 +70,15 @@ impl Unlinked {
 
 /// Adds to `batch` the deletion of everything the store holds for `ino`
 /// (a commit's batch: the `Freer`'s pages all go into it, none is applied).
-pub fn delete_inode_records(store: &dyn KvStore, ino: Ino, batch: &mut Batch) -> Result<()> {
+pub fn delete_inode_records(store: &dyn KvStore, ino: Ino, batch: &mut Batch) -> Result<u64> {
     let mut freer = Freer::new(store, 1024);
     let mut gather = |b: Batch| {
         batch.ops.extend(b.ops);
         Ok(())
     };
     freer.free(ino, &|| false, &mut gather)?;
-    freer.flush(&mut gather)
+    freer.flush(&mut gather)?;
+    Ok(freer.scans)
 }
 
 /// Deletes what the store holds for inodes nothing can reach any more, in
@@ -90,6 +91,8 @@ pub struct Freer<'a> {
     max_keys: usize,
     /// Store batches applied so far.
     pub batches: u64,
+    /// Pages of block keys read so far.
+    pub scans: u64,
 }
 
 impl<'a> Freer<'a> {
@@ -99,6 +102,7 @@ impl<'a> Freer<'a> {
             batch: Batch::default(),
             max_keys: max_keys.max(1),
             batches: 0,
+            scans: 0,
         }
     }
 
@@ -122,6 +126,7 @@ impl<'a> Freer<'a> {
             }
             let room = self.max_keys - self.batch.len();
             let page = self.store.scan_keys(&prefix, &start, room)?;
+            self.scans += 1;
             let full = page.len() == room;
             if let Some(last) = page.last() {
                 // The next page starts after this one, not at the prefix:
