@@ -442,9 +442,10 @@ impl State {
                 i.blocks.clear();
                 mark_dirty(&mut part.icache, &mut part.dirty, &stats, ino);
             } else {
-                // Created and freed since the last commit: the store holds
-                // nothing of it, so it leaves memory now (its dirty items
-                // find no inode and are skipped).
+                // The store holds nothing of it (created and freed since the
+                // last commit, or an unlinked file kept out of the store), so
+                // it leaves memory now (its dirty items find no inode and are
+                // skipped).
                 part.icache.remove(ino);
             }
         }
@@ -909,10 +910,11 @@ impl Engine {
     /// O_TMPFILE: a regular file in no directory, open once and held by the
     /// kernel. `parent` only gives it its group (set-group-ID directories)
     /// and is where the caller was allowed to create. It has no link from
-    /// birth, so it is an open-unlinked file like any other: the next commit
-    /// writes its inode record with its `U` record, a crash leaves it to the
-    /// reclaim, and its last release and FORGET free it, unless `link`
-    /// names it first (linkat of the descriptor). With `open` false (an
+    /// birth, so it is an open-unlinked file like any other: the store
+    /// holds nothing of it until a commit writes a block or an xattr of it
+    /// (then its inode and `U` records too, and a crash leaves it to the
+    /// reclaim; journal.rs, `unstored`), and its last release and FORGET free
+    /// it, unless `link` names it first (linkat of the descriptor). With `open` false (an
     /// adapter whose kernel sends no OPEN or RELEASE) it takes no open
     /// handle and lives on the kernel's reference alone; its handle is 0.
     pub fn tmpfile(&self, ctx: Ctx, parent: Ino, mode: u32, open: bool) -> Result<(Attr, Fh)> {
