@@ -400,6 +400,16 @@ fn a_tmpfile_without_an_open_handle_is_freed_at_forget() {
     fs.fsck();
 }
 
+/// Creates `name` with `len` inline bytes (committed), unlinks it while it
+/// is open and commits: the store holds nothing of it any more.
+fn kept_out_file(fs: &Fs, name: &[u8], len: usize) -> Ino {
+    let (f, _) = open_file(fs, name, len);
+    fs.e().unlink(Ino::ROOT, name).unwrap();
+    fs.e().fsync().unwrap();
+    assert_eq!(keys_of(&fs.store, f), vec![]);
+    f
+}
+
 /// An unlinked file whose bytes are all inline leaves the store with the
 /// unlink's commit (a crash would leave nothing reachable of it), lives on
 /// in memory while open, and goes back to the store, with a `U` record, once
@@ -440,10 +450,7 @@ fn an_unlinked_file_of_inline_bytes_is_kept_out_of_the_store() {
 
     // Grown past the inline bytes: its block, inode and `U` record are
     // written together, and a crash reclaims them.
-    let (f, _) = open_file(&fs, b"g", 100);
-    fs.e().unlink(Ino::ROOT, b"g").unwrap();
-    fs.e().fsync().unwrap();
-    assert_eq!(keys_of(&fs.store, f), vec![]);
+    let f = kept_out_file(&fs, b"g", 100);
     fs.e().write(f, 0, &pattern(9, 5_000)).unwrap();
     fs.e().fsync().unwrap();
     let keys = keys_of(&fs.store, f);
@@ -522,10 +529,7 @@ fn a_freed_file_without_stored_blocks_is_deleted_without_a_scan() {
 fn a_kept_out_file_goes_back_to_the_store_whatever_the_order_of_its_items() {
     let mut fs = Fs::new();
     // The inode's item first (a chmod), then a write past the inline bytes.
-    let (f, _) = open_file(&fs, b"f", 10);
-    fs.e().unlink(Ino::ROOT, b"f").unwrap();
-    fs.e().fsync().unwrap();
-    assert_eq!(keys_of(&fs.store, f), vec![]);
+    let f = kept_out_file(&fs, b"f", 10);
     let mode = SetAttr {
         mode: Some(0o640),
         ..SetAttr::default()

@@ -153,11 +153,7 @@ impl State {
                         data.truncate(end);
                         format::validate_block(ino, &data)?;
                         batch.put(key, data);
-                        // An unlinked inode the store did not hold now has
-                        // something a crash must reclaim.
-                        if i.rec.nlink == 0 && !i.unlinked_on_store {
-                            put_inode(i, ino, &mut batch)?;
-                        }
+                        back_on_store(i, ino, &mut batch)?;
                         i.blocks_on_store = true;
                     }
                 }
@@ -191,9 +187,7 @@ impl State {
                     } else {
                         batch.put(format::xattr_key(ino), format::encode_xattrs(ino, x)?);
                         i.xattrs_on_store = true;
-                        if i.rec.nlink == 0 && !i.unlinked_on_store {
-                            put_inode(i, ino, &mut batch)?;
-                        }
+                        back_on_store(i, ino, &mut batch)?;
                     }
                 }
             }
@@ -289,6 +283,16 @@ fn unstored(i: &Inode) -> bool {
         && !i.unlinked_on_store
         && !i.blocks_on_store
         && !i.xattrs_on_store
+}
+
+/// A block or xattr record of `i` goes into `batch`: an unlinked inode the
+/// store did not hold (`unstored`) now has something a crash must reclaim,
+/// so its inode and `U` records go with it.
+fn back_on_store(i: &mut Inode, ino: Ino, batch: &mut Batch) -> Result<()> {
+    if i.rec.nlink == 0 && !i.unlinked_on_store {
+        put_inode(i, ino, batch)?;
+    }
+    Ok(())
 }
 
 /// Adds the inode record to `batch`, with the `U` record an unlinked inode
