@@ -308,14 +308,25 @@ impl DCache {
             .insert((parent, hash, name.to_vec()), Pending { child, stored });
     }
 
-    /// Takes a pending name for the journal; returns its state.
-    pub fn take_pending(&mut self, parent: Ino, hash: u64, name: &[u8]) -> Option<Pending> {
-        self.pending.remove(&(parent, hash, name.to_vec()))
+    /// Takes a pending name for the journal: its state, and the name (the
+    /// table's own copy, for `committed`).
+    pub fn take_pending(&mut self, parent: Ino, hash: u64, name: Name) -> Option<(Name, Pending)> {
+        self.pending
+            .remove_entry(&(parent, hash, name))
+            .map(|((_, _, n), p)| (n, p))
     }
 
-    /// After a commit wrote a name: it is now clean.
-    pub fn committed(&mut self, parent: Ino, name: Vec<u8>, child: Option<Child>, stats: &Stats) {
-        self.put_clean(parent, &name, child, stats);
+    /// After a commit wrote a name it took from `pending`: the name is now
+    /// clean. A pending name is in neither clean table (`set` took it out,
+    /// and `fill` follows only a lookup that found it nowhere), so it is
+    /// pushed without looking for it there first.
+    pub fn committed(&mut self, parent: Ino, name: Name, child: Option<Child>, stats: &Stats) {
+        debug_assert!(
+            with_flat(parent, &name, |k| !self.positive.contains(k)
+                && !self.negative.contains(k)),
+            "a pending name was also clean"
+        );
+        self.push_clean(parent, &name, child, stats);
     }
 
     /// Up to `limit` pending names of `dir` with hash in `[from, to]`, in order.
@@ -338,11 +349,14 @@ impl DCache {
     /// Forgets a pending name created since the last commit and removed
     /// again: the store never held it, so it is now a clean negative entry.
     pub fn drop_pending(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) {
-        let key = (parent, hash, name.to_vec());
-        if let Some(p) = self.pending.remove(&key) {
-            assert!(!p.stored, "dropping a pending name the store holds");
+        match self.pending.remove_entry(&(parent, hash, name.to_vec())) {
+            Some(((_, _, n), p)) => {
+                assert!(!p.stored, "dropping a pending name the store holds");
+                // In neither clean table while it was pending (`committed`).
+                self.push_clean(parent, &n, None, stats);
+            }
+            None => self.put_clean(parent, name, None, stats),
         }
-        self.put_clean(parent, &key.2, None, stats);
     }
 
     pub fn publish(&self, stats: &Stats) {
@@ -437,7 +451,9 @@ mod tests {
             }
         );
         // A name that becomes positive leaves the negative table.
-        d.committed(Ino(2), b"f9".to_vec(), c(7), &st);
+        d.set(Ino(2), 0, b"f9", c(7), false);
+        let (n, p) = d.take_pending(Ino(2), 0, b"f9".to_vec()).unwrap();
+        d.committed(Ino(2), n, p.child, &st);
         assert_eq!(d.negative.len(), 1);
         assert_eq!(
             d.lookup(Ino(2), 0, b"f9", &st),
@@ -486,8 +502,9 @@ mod tests {
             }
         );
         assert_eq!(d.positive.len(), 0);
-        let p = d.take_pending(Ino(1), 7, b"a").unwrap();
-        d.committed(Ino(1), b"a".to_vec(), p.child, &st);
+        let (n, p) = d.take_pending(Ino(1), 7, b"a".to_vec()).unwrap();
+        assert_eq!(n, b"a");
+        d.committed(Ino(1), n, p.child, &st);
         assert_eq!(
             d.lookup(Ino(1), 7, b"a", &st),
             Known::Yes {

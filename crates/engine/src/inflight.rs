@@ -43,20 +43,55 @@ fn key(op: &BatchOp) -> &[u8] {
     }
 }
 
+/// The first 16 bytes of `k` as a number (zeros past its end): two keys
+/// whose prefixes differ are in the order of their prefixes; equal
+/// prefixes decide nothing.
+fn prefix(k: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = k.len().min(16);
+    b[..n].copy_from_slice(&k[..n]);
+    u128::from_be_bytes(b)
+}
+
+/// `ops` sorted by key, one op per key: of two ops on one key the later
+/// wins. Runs under the state lock (the commit's drain), so it sorts pairs
+/// of (key prefix, position) rather than the ops: most comparisons are then
+/// of two numbers in one array, not of two keys behind two pointers, and
+/// the elements moved are 32 bytes, not an op. The full keys are compared
+/// only when the prefixes are equal, and the position breaks ties between
+/// ops on one key (so an unstable sort keeps their order).
+fn in_key_order(ops: Vec<BatchOp>) -> Vec<BatchOp> {
+    assert!(ops.len() <= u32::MAX as usize, "a batch of 2^32 ops");
+    let mut order: Vec<(u128, u32)> = ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| (prefix(key(op)), i as u32))
+        .collect();
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| key(&ops[a.1 as usize]).cmp(key(&ops[b.1 as usize])))
+            .then(a.1.cmp(&b.1))
+    });
+    let mut slots: Vec<Option<BatchOp>> = ops.into_iter().map(Some).collect();
+    let mut out: Vec<BatchOp> = Vec::with_capacity(slots.len());
+    let mut last_prefix = None;
+    for (p, i) in order {
+        let op = slots[i as usize].take().expect("each position once");
+        match out.last_mut() {
+            Some(last) if last_prefix == Some(p) && key(last) == key(&op) => *last = op,
+            _ => out.push(op),
+        }
+        last_prefix = Some(p);
+    }
+    out
+}
+
 impl Staged {
     fn new(batch: Batch) -> Staged {
-        let mut ops = batch.ops;
-        // Stable: of two ops on one key, the later stays later.
-        ops.sort_by(|a, b| key(a).cmp(key(b)));
-        let mut out: Vec<BatchOp> = Vec::with_capacity(ops.len());
-        for op in ops {
-            match out.last_mut() {
-                Some(last) if key(last) == key(&op) => *last = op,
-                _ => out.push(op),
-            }
-        }
         Staged {
-            batch: Batch { ops: out },
+            batch: Batch {
+                ops: in_key_order(batch.ops),
+            },
         }
     }
 

@@ -113,7 +113,7 @@ impl State {
                 Item::Dentry(dir, hash, name) => {
                     // No pending state: the name was created and removed
                     // since the last commit (`State::set_name` dropped it).
-                    let Some(p) = self.dcache.take_pending(dir, hash, &name) else {
+                    let Some((name, p)) = self.dcache.take_pending(dir, hash, name) else {
                         continue;
                     };
                     let key = format::dentry_key(dir, hash, &name);
@@ -692,6 +692,7 @@ impl Engine {
             // How long every request waited at most behind this commit.
             let held = locked.elapsed().as_micros() as u64;
             Stats::max(&self.stats.commit_locked_max_us, held);
+            Stats::add(&self.stats.commit_locked_us, held);
         }
         if staged {
             let t = Instant::now();

@@ -54,6 +54,7 @@ stats! {
     commit_last_us,
     commit_max_us,
     commit_locked_max_us,
+    commit_locked_us,
     commit_apply_max_us,
     fsync_requests,
     fsync_shared,
