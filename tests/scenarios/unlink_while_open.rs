@@ -3,6 +3,7 @@
 
 use churnfs_engine::format::Key;
 use churnfs_engine::format::BLOCK_SIZE;
+use churnfs_engine::unlinked::FREE_INLINE_MAX;
 use churnfs_engine::{BlockNo, EngineError, Ino, SetAttr};
 use churnfs_tests::{assert_err, keys_of, pattern, Fs, CTX};
 
@@ -518,6 +519,25 @@ fn a_freed_file_without_stored_blocks_is_deleted_without_a_scan() {
     assert_eq!(fs.stat("frees_unscanned"), 1);
     assert!(fs.stat("store_scans") > scans, "the blocks were looked for");
     assert_eq!(keys_of(&fs.store, big), vec![]);
+    // A sparse file far above `FREE_INLINE_MAX` with no block written: no
+    // scan, and nothing handed to the reclaim thread.
+    let (sparse, _) = open_file(&fs, b"sparse", 0);
+    let size = SetAttr {
+        size: Some(100 * FREE_INLINE_MAX),
+        ..SetAttr::default()
+    };
+    fs.e().setattr(sparse, size).unwrap();
+    fs.e().fsync().unwrap();
+    assert!(keys_of(&fs.store, sparse).contains(&Key::Inode(sparse)));
+    let scans = fs.stat("store_scans");
+    fs.e().unlink(Ino::ROOT, b"sparse").unwrap();
+    fs.e().release(sparse).unwrap();
+    fs.e().forget(sparse, 1);
+    fs.e().fsync().unwrap();
+    assert_eq!(fs.stat("frees_unscanned"), 2);
+    assert_eq!(fs.stat("store_scans"), scans, "no scan for a sparse file");
+    assert_eq!(fs.stat("large_frees_queued"), 0);
+    assert_eq!(keys_of(&fs.store, sparse), vec![]);
     fs.fsck();
 }
 

@@ -220,7 +220,19 @@ impl State {
         i.dirty = false;
         if i.freed {
             if i.on_store {
-                if i.rec.size > unlinked::FREE_INLINE_MAX && self.free_queue.push(ino) {
+                if !i.blocks_on_store {
+                    // No block or `T` record was ever stored, whatever its
+                    // size (a sparse file): its records are known without
+                    // a scan, and there is no data to reclaim.
+                    Stats::inc(&self.stats.frees_unscanned);
+                    batch.delete(format::inode_key(ino));
+                    if i.xattrs_on_store {
+                        batch.delete(format::xattr_key(ino));
+                    }
+                    if i.unlinked_on_store {
+                        batch.delete(format::unlinked_key(ino));
+                    }
+                } else if i.rec.size > unlinked::FREE_INLINE_MAX && self.free_queue.push(ino) {
                     // A large file: this batch keeps its `U` record (and its
                     // inode record, now with no link); the reclaim thread
                     // deletes its data in bounded batches, after this
@@ -232,17 +244,6 @@ impl State {
                         batch.put(format::unlinked_key(ino), format::encode_unlinked());
                     }
                     Stats::inc(&self.stats.large_frees_queued);
-                } else if !i.blocks_on_store {
-                    // No block or `T` record was ever stored: its records
-                    // are known without a scan.
-                    Stats::inc(&self.stats.frees_unscanned);
-                    batch.delete(format::inode_key(ino));
-                    if i.xattrs_on_store {
-                        batch.delete(format::xattr_key(ino));
-                    }
-                    if i.unlinked_on_store {
-                        batch.delete(format::unlinked_key(ino));
-                    }
                 } else {
                     if i.rec.size > unlinked::FREE_INLINE_MAX {
                         Stats::inc(&self.stats.large_frees_inline);
