@@ -380,9 +380,11 @@ fn requests_are_served_while_a_commit_writes_its_batch() {
             let f0 = fs2.ino(d, b"f0").map(|_| ());
             // The read-only probe sees the staged batch too (most of these
             // names are out of the name cache by now).
-            let probes = (1..files)
-                .all(|i| !fs2.e().name_missing(d, format!("f{i}").as_bytes()).unwrap())
-                && fs2.e().name_missing(d, b"f0").unwrap();
+            let probes = (1..files).all(|i| {
+                !fs2.e()
+                    .name_missing(d, format!("f{i}").as_bytes(), None)
+                    .unwrap()
+            }) && fs2.e().name_missing(d, b"f0", None).unwrap();
             fs2.mkfile(d, b"during", b"");
             // Returned, not dropped: dropping unmounts, which waits for the commit.
             (names.len(), contents, f0, probes, fs2)

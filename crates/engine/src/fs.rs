@@ -335,6 +335,8 @@ pub struct Engine {
     pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
     /// Called before a request waits for a commit (`on_wait`).
     pub(crate) wait_hook: std::sync::OnceLock<WaitHook>,
+    /// `State::drained`, readable without the state lock (`drains`).
+    pub(crate) drains: AtomicU64,
 }
 
 pub(crate) fn check_name(name: &[u8]) -> Result<()> {
@@ -723,14 +725,32 @@ impl Engine {
     /// state lock without changing any cache (a missing `parent` has no
     /// names). For probes made off a request's path, which should not hold
     /// back requests that take the lock exclusively.
-    pub fn name_missing(&self, parent: Ino, name: &[u8]) -> Result<bool> {
+    ///
+    /// `missed_at`: `drains()` read before a lookup that found the name
+    /// missing. If no commit has drained since, a name that no cache holds
+    /// is still missing and the store is not read: a name is created only
+    /// in the name cache's pending table (`DCache::set`), and it leaves
+    /// that table for the clean ones or the store only through a drain, so
+    /// a name made since the lookup is still pending; and the store's names
+    /// change only through drains.
+    pub fn name_missing(&self, parent: Ino, name: &[u8], missed_at: Option<u64>) -> Result<bool> {
         check_name(name)?;
         let s = self.lock_shared()?;
         let hash = format::dir_hash(name);
         if let Known::Yes { child, .. } = s.dcache.peek(parent, hash, name) {
             return Ok(child.is_none());
         }
+        if missed_at == Some(s.drained) {
+            Stats::inc(&self.stats.names_missing_unread);
+            return Ok(true);
+        }
         Ok(s.stored_child(parent, hash, name)?.is_none())
+    }
+
+    /// How many commits have drained their items (read without the state
+    /// lock: a value at most the current one).
+    pub fn drains(&self) -> u64 {
+        self.drains.load(Ordering::Acquire)
     }
 
     /// Where directory `ino` sits and how many names (and subdirectories)

@@ -425,6 +425,7 @@ impl Engine {
             reclaimer: Mutex::new(None),
             free_queue,
             wait_hook: std::sync::OnceLock::new(),
+            drains: AtomicU64::new(0),
         });
         // The root is always known to the kernel.
         engine.lock()?.inode(Ino::ROOT)?;
@@ -679,6 +680,7 @@ impl Engine {
             let locked = Instant::now();
             s.drained += 1;
             seq = s.drained;
+            self.drains.store(seq, Ordering::Release);
             let batch = match s.drain() {
                 Ok(b) => b,
                 Err(e) => return Err(self.stop(e)),

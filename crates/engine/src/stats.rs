@@ -85,6 +85,7 @@ stats! {
     // store
     store_gets,
     store_scans,
+    names_missing_unread,
     // engine
     engine_stopped,
     // the state lock (fs.rs): acquisitions, how many found it held, and

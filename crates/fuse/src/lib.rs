@@ -220,8 +220,8 @@ impl negative::DirProbe for EngineDirs {
         self.0.child_attr(Ino(parent), name).ok().map(|a| a.ino.0)
     }
 
-    fn missing(&self, parent: u64, name: &[u8]) -> bool {
-        matches!(self.0.name_missing(Ino(parent), name), Ok(true))
+    fn missing(&self, parent: u64, name: &[u8], missed_at: Option<u64>) -> bool {
+        matches!(self.0.name_missing(Ino(parent), name, missed_at), Ok(true))
     }
 }
 

@@ -48,6 +48,10 @@ use std::sync::{Arc, Mutex};
 /// A directory's node and a name in it, as the kernel was last told.
 type Name = (u64, Box<[u8]>);
 
+/// A note made after the reply: the name, and for a lookup's miss the
+/// engine's count of drains read before the lookup (`DirProbe::missing`).
+type Deferred = (u64, Box<[u8]>, Option<u64>);
+
 /// A tracked name: its directory and the name, shared between the
 /// directory's map and the arrival queue (one allocation per note).
 type Key = (u64, Arc<[u8]>);
@@ -69,7 +73,7 @@ const DEFERRED_MAX: usize = 8;
 thread_local! {
     /// Notes this thread defers until after its reply (`defer_notes`);
     /// `None` on a thread that notes at once.
-    static DEFERRED: std::cell::RefCell<Option<Vec<Name>>> =
+    static DEFERRED: std::cell::RefCell<Option<Vec<Deferred>>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -88,8 +92,10 @@ pub trait DirProbe: Send + Sync {
     /// The node `name` in `parent` names, if any.
     fn child(&self, parent: u64, name: &[u8]) -> Option<u64>;
     /// Whether `name` in `parent` is known to be missing (false when it
-    /// exists or the engine cannot tell).
-    fn missing(&self, parent: u64, name: &[u8]) -> bool {
+    /// exists or the engine cannot tell). `missed_at`: for a name a lookup
+    /// found missing, the engine's count of drains read before that lookup
+    /// (`Engine::name_missing`).
+    fn missing(&self, parent: u64, name: &[u8], _missed_at: Option<u64>) -> bool {
         self.child(parent, name).is_none()
     }
 }
@@ -410,6 +416,13 @@ impl KernelNegatives {
     /// thread that defers its notes (`defer_notes`), the note waits for
     /// `note_deferred`, after the request's reply.
     pub fn note(&self, parent: u64, name: &[u8]) {
+        self.note_miss(parent, name, None);
+    }
+
+    /// `note` for a name a lookup found missing; `missed_at` is the
+    /// engine's count of drains read before the lookup
+    /// (`Engine::name_missing`).
+    pub fn note_miss(&self, parent: u64, name: &[u8], missed_at: Option<u64>) {
         if self.budget == 0 {
             return;
         }
@@ -419,14 +432,14 @@ impl KernelNegatives {
             // note is made at once.
             match d.as_mut() {
                 Some(pending) if pending.len() < DEFERRED_MAX => {
-                    pending.push((parent, name.into()));
+                    pending.push((parent, name.into(), missed_at));
                     true
                 }
                 _ => false,
             }
         });
         if !deferred {
-            self.note_now(parent, name, false);
+            self.note_now(parent, name, None);
         }
     }
 
@@ -442,8 +455,8 @@ impl KernelNegatives {
             _ => None,
         });
         let Some(mut pending) = taken else { return };
-        for (parent, name) in pending.drain(..) {
-            self.note_now(parent, &name, true);
+        for (parent, name, missed_at) in pending.drain(..) {
+            self.note_now(parent, &name, Some(missed_at));
         }
         // The emptied list goes back, with its room.
         DEFERRED.with(|d| {
@@ -453,8 +466,9 @@ impl KernelNegatives {
         });
     }
 
-    /// `recheck`: the reply already went out (see `note_deferred`).
-    fn note_now(&self, parent: u64, name: &[u8], recheck: bool) {
+    /// `recheck`: the reply already went out (see `note_deferred`); with
+    /// the drains counted before the lookup that missed the name, if one did.
+    fn note_now(&self, parent: u64, name: &[u8], recheck: Option<Option<u64>>) {
         let batch = {
             let mut t = self.tracked.lock().unwrap_or_else(|p| p.into_inner());
             if t.generation(parent, name).is_some() {
@@ -463,13 +477,14 @@ impl KernelNegatives {
             // Not noted unless the engine says the name is missing: a
             // note skipped costs the budget one dentry, a positive name
             // tracked could detach a mount.
-            if recheck
-                && self
+            if let Some(missed_at) = recheck {
+                if self
                     .probe
                     .as_ref()
-                    .is_some_and(|p| !p.missing(parent, name))
-            {
-                return;
+                    .is_some_and(|p| !p.missing(parent, name, missed_at))
+                {
+                    return;
+                }
             }
             let key: Key = (parent, name.into());
             t.notes += 1;

@@ -152,8 +152,10 @@ impl Core {
     /// matters: an invalidation of a positive dentry detaches any mount on
     /// it. The /dev/fuse readers note it after the reply, checking then
     /// that the name is still missing (`KernelNegatives::note_deferred`).
-    fn negative(&self, parent: u64, name: &OsStr) -> Res<Entry> {
-        self.negatives.note(parent, name.as_bytes());
+    /// A lookup found nothing; `drains` is `Engine::drains` read before it.
+    fn negative(&self, parent: u64, name: &OsStr, drains: u64) -> Res<Entry> {
+        self.negatives
+            .note_miss(parent, name.as_bytes(), Some(drains));
         if self.cfg.negative_ttl.is_zero() {
             return Err(Errno::ENOENT);
         }
@@ -193,8 +195,10 @@ impl Core {
 
     pub(crate) fn do_lookup(&self, who: Who, parent: u64, name: &OsStr) -> Res<Entry> {
         self.permit(who, |c| perm::access(c, &self.attr(parent)?, MAY_EXEC))?;
+        // Before the lookup, so that a drain after it is seen (`negative`).
+        let drains = self.engine.drains();
         match self.engine.lookup(Ino(parent), name.as_bytes()) {
-            Err(EngineError::NotFound) => self.negative(parent, name),
+            Err(EngineError::NotFound) => self.negative(parent, name, drains),
             Err(e) => Err(errno(&e)),
             Ok(a) => {
                 self.learn_dir(&a, parent, name);
