@@ -113,10 +113,10 @@ impl State {
                 Item::Dentry(dir, hash, name) => {
                     // No pending state: the name was created and removed
                     // since the last commit (`State::set_name` dropped it).
-                    let Some((name, p)) = self.dcache.take_pending(dir, hash, name) else {
+                    let key = format::dentry_key(dir, hash, &name);
+                    let Some(p) = self.dcache.take_pending(dir, hash, name) else {
                         continue;
                     };
-                    let key = format::dentry_key(dir, hash, &name);
                     match p.child {
                         Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
                         None => {
@@ -124,7 +124,6 @@ impl State {
                             batch.delete(key)
                         }
                     }
-                    self.dcache.committed(dir, name, p.child, &stats);
                 }
                 Item::Block(ino, n) => {
                     let Some(i) = self.part(ino).icache.peek_mut(ino) else {
