@@ -8,7 +8,8 @@
 //! - `pending`: names changed since the last commit, with their final state
 //!   (`Some` = exists, `None` = removed) and whether the store holds the name.
 //!   Pending names are pinned until the journal writes them; the journal
-//!   takes each out (`take_pending`) and puts it in no other table: until a
+//!   takes them all out at each commit (`take_pending`) and puts them in no
+//!   other table: until a
 //!   lookup reads it back (from the batch being written, then the store)
 //!   the name is in no table. Moving every committed name into a clean
 //!   table took two fifths of a commit's hold of the exclusive state lock
@@ -85,7 +86,7 @@ fn with_flat<R>(parent: Ino, name: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
 /// An LRU table that holds at most `cap` entries and evicts (reusing the
 /// evicted node) at the bound. Its hash map has room for `cap` from the
 /// start: one that grew as entries came rehashed every entry at each
-/// doubling, inside whichever request (or commit) inserted next, under the
+/// doubling, inside whichever request inserted next, under the
 /// state lock held exclusively (up to 20 ms at 100,000 names here;
 /// docs/design.md §8). The room is 16 bytes a slot, touched as it is used.
 fn bounded<V>(cap: NonZeroUsize) -> LruCache<Flat, V> {
@@ -314,10 +315,13 @@ impl DCache {
             .insert((parent, hash, name.to_vec()), Pending { child, stored });
     }
 
-    /// Takes a pending name for the journal, which writes it: its state.
-    /// The name is then in no table (the module's comment says why).
-    pub fn take_pending(&mut self, parent: Ino, hash: u64, name: Name) -> Option<Pending> {
-        self.pending.remove(&(parent, hash, name))
+    /// Takes every pending name for the journal, which writes them, in
+    /// (parent, hash, name) order. A commit's drain takes every dirty item
+    /// and each pending name has one (`State::set_name`), so a drain takes
+    /// them all at once rather than one by one. The names are then in no
+    /// table (the module's comment says why).
+    pub fn take_pending(&mut self) -> BTreeMap<(Ino, u64, Name), Pending> {
+        std::mem::take(&mut self.pending)
     }
 
     /// Up to `limit` pending names of `dir` with hash in `[from, to]`, in order.
@@ -343,7 +347,8 @@ impl DCache {
         match self.pending.remove_entry(&(parent, hash, name.to_vec())) {
             Some(((_, _, n), p)) => {
                 assert!(!p.stored, "dropping a pending name the store holds");
-                // In neither clean table while it was pending (`committed`).
+                // In neither clean table while it was pending (`set` took it
+                // out, and `fill` follows only a lookup that found it nowhere).
                 self.push_clean(parent, &n, None, stats);
             }
             None => self.put_clean(parent, name, None, stats),
@@ -445,10 +450,8 @@ mod tests {
         // once committed it is in no table until the store is read again.
         d.set(Ino(2), 0, b"f9", c(7), false);
         assert_eq!(d.negative.len(), 1);
-        assert_eq!(
-            d.take_pending(Ino(2), 0, b"f9".to_vec()).unwrap().child,
-            c(7)
-        );
+        let taken = d.take_pending();
+        assert_eq!(taken[&(Ino(2), 0, b"f9".to_vec())].child, c(7));
         assert_eq!(d.lookup(Ino(2), 0, b"f9", &st), Known::Unknown);
         fill(&mut d, Ino(2), b"f9", c(7), &st);
         assert_eq!(
@@ -498,8 +501,9 @@ mod tests {
             }
         );
         assert_eq!(d.positive.len(), 0);
-        let p = d.take_pending(Ino(1), 7, b"a".to_vec()).unwrap();
-        assert_eq!(p.child, None);
+        let taken = d.take_pending();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[&(Ino(1), 7, b"a".to_vec())].child, None);
         assert_eq!(d.lookup(Ino(1), 7, b"a", &st), Known::Unknown);
         assert_eq!(d.positive.len() + d.negative.len(), 0);
     }

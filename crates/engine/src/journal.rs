@@ -110,21 +110,10 @@ impl State {
                     self.drain_inode(ino, &mut batch)?;
                     committed_inodes.push(ino);
                 }
-                Item::Dentry(dir, hash, name) => {
-                    // No pending state: the name was created and removed
-                    // since the last commit (`State::set_name` dropped it).
-                    let key = format::dentry_key(dir, hash, &name);
-                    let Some(p) = self.dcache.take_pending(dir, hash, name) else {
-                        continue;
-                    };
-                    match p.child {
-                        Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
-                        None => {
-                            assert!(p.stored, "pending removal of a name the store never held");
-                            batch.delete(key)
-                        }
-                    }
-                }
+                // Written from the pending table below: it holds every
+                // name whose item this is, except those created and removed
+                // since the last commit (`State::set_name` dropped them).
+                Item::Dentry(..) => {}
                 Item::Block(ino, n) => {
                     let Some(i) = self.part(ino).icache.peek_mut(ino) else {
                         continue;
@@ -188,6 +177,16 @@ impl State {
                         i.xattrs_on_store = true;
                         back_on_store(i, ino, &mut batch)?;
                     }
+                }
+            }
+        }
+        for ((dir, hash, name), p) in self.dcache.take_pending() {
+            let key = format::dentry_key(dir, hash, &name);
+            match p.child {
+                Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
+                None => {
+                    assert!(p.stored, "pending removal of a name the store never held");
+                    batch.delete(key)
                 }
             }
         }
@@ -698,7 +697,8 @@ impl Engine {
         }
         if staged {
             let t = Instant::now();
-            if let Err(e) = self.store.apply_staged() {
+            // A refused batch stops the engine before it is retired (inflight.rs).
+            if let Err(e) = self.store.apply_staged(|e| self.halt(e)) {
                 return Err(self.stop(e.into()));
             }
             ctl.unsynced = true;
@@ -724,14 +724,20 @@ impl Engine {
         Ok(())
     }
 
-    /// Stops the engine after a failed store write; logged once.
-    fn stop(&self, e: EngineError) -> EngineError {
+    /// Stops the engine: every operation from now on answers an error.
+    /// Logged once.
+    fn halt(&self, e: &dyn std::fmt::Display) {
         if !self.stopped.swap(true, Ordering::AcqRel) {
             tracing::error!(
                 "store write failed, engine stopped (every operation now answers EIO): {e}"
             );
             Stats::set(&self.stats.engine_stopped, 1);
         }
+    }
+
+    /// Stops the engine after a failed store write; logged once.
+    fn stop(&self, e: EngineError) -> EngineError {
+        self.halt(&e);
         match e {
             EngineError::Store(crate::error::StoreError::NoSpace) => EngineError::NoSpace,
             other => other,
