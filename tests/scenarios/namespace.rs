@@ -616,3 +616,23 @@ fn a_missed_name_is_rechecked_from_memory_until_the_next_drain() {
     assert_eq!(fs.stat("names_missing_unread"), 1);
     fs.fsck();
 }
+
+/// After a commit the names it wrote are cached again (after the commit
+/// let go of the state lock): looking one up reads no store.
+#[test]
+fn names_a_commit_wrote_are_cached_again_after_it() {
+    let fs = Fs::new();
+    let d = fs.mkdir(Ino::ROOT, b"d");
+    let f = fs.mkfile(d, b"f", b"x");
+    fs.mkfile(d, b"g", b"y");
+    fs.e().unlink(d, b"g").unwrap();
+    fs.e().fsync().unwrap();
+    let gets = fs.stat("store_gets");
+    assert_eq!(fs.e().lookup(d, b"f").unwrap().ino, f);
+    assert_err!(fs.e().lookup(d, b"g"), EngineError::NotFound);
+    assert_eq!(
+        fs.stat("store_gets"),
+        gets,
+        "both answered from the name cache"
+    );
+}

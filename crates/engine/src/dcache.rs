@@ -8,14 +8,12 @@
 //! - `pending`: names changed since the last commit, with their final state
 //!   (`Some` = exists, `None` = removed) and whether the store holds the name.
 //!   Pending names are pinned until the journal writes them; the journal
-//!   takes them all out at each commit (`take_pending`) and puts them in no
-//!   other table: until a
-//!   lookup reads it back (from the batch being written, then the store)
-//!   the name is in no table. Moving every committed name into a clean
-//!   table took two fifths of a commit's hold of the exclusive state lock
-//!   under W4, and most names a workload creates are not looked up again
-//!   soon (the kernel keeps their dentries); one looked up later costs one
-//!   store read and is then cached as any other (docs/design.md §8).
+//!   takes them all out at each commit (`take_pending`) and, once it has
+//!   released the state lock, puts each in `positive` or `negative`
+//!   (`recache`), a thousand at a time. In between a name is in no table
+//!   and a lookup reads it from the batch being written (or the store).
+//!   Moving the names inside the drain took two fifths of a commit's hold
+//!   of the exclusive lock under W4 (docs/design.md §8).
 //!
 //! A store miss enters `negative` on its second occurrence: the first only
 //! leaves its fingerprint in `first`, a fixed table of fingerprints (at
@@ -318,10 +316,33 @@ impl DCache {
     /// Takes every pending name for the journal, which writes them, in
     /// (parent, hash, name) order. A commit's drain takes every dirty item
     /// and each pending name has one (`State::set_name`), so a drain takes
-    /// them all at once rather than one by one. The names are then in no
-    /// table (the module's comment says why).
+    /// them all at once rather than one by one. The names are in no table
+    /// until the commit hands them back (`recache`) or a lookup reads them.
     pub fn take_pending(&mut self) -> BTreeMap<(Ino, u64, Name), Pending> {
         std::mem::take(&mut self.pending)
+    }
+
+    /// A name a commit wrote goes back into its clean table, after the
+    /// commit released the state lock (in pieces, so that no request waits
+    /// long: journal.rs). Since the drain the name may have changed again
+    /// (it is pending: the pending state wins and nothing is done) or been
+    /// read from the store by a lookup (its clean entry says what the
+    /// commit wrote: replaced). It cannot have a clean entry that says
+    /// anything else: a clean entry is made only from the store, and from a
+    /// removal of a name the store never held (`drop_pending`), which a
+    /// committed name is not.
+    pub fn recache(
+        &mut self,
+        parent: Ino,
+        hash: u64,
+        name: &[u8],
+        child: Option<Child>,
+        stats: &Stats,
+    ) {
+        if self.pending_of(parent, hash, name).is_some() {
+            return;
+        }
+        self.put_clean(parent, name, child, stats);
     }
 
     /// Up to `limit` pending names of `dir` with hash in `[from, to]`, in order.
@@ -460,6 +481,49 @@ mod tests {
                 child: c(7),
                 stored: true
             }
+        );
+    }
+
+    /// A name handed back after its commit goes into its clean table,
+    /// unless it changed again since (pending wins); one a lookup read back
+    /// meanwhile is replaced, not doubled.
+    #[test]
+    fn committed_names_come_back_unless_changed_since() {
+        let st = Stats::default();
+        let mut d = DCache::new(10, 10);
+        let c = |n: u64| Some((Ino(n), FileKind::Regular));
+        for (name, child) in [
+            (&b"a"[..], c(5)),
+            (b"b", c(6)),
+            (b"c", c(7)),
+            (b"gone", None),
+        ] {
+            d.set(Ino(1), 0, name, child, true);
+        }
+        let taken = d.take_pending();
+        assert_eq!(taken.len(), 4);
+        // Between the drain and the hand-back: "b" is read from the store,
+        // "c" changes again.
+        fill(&mut d, Ino(1), b"b", c(6), &st);
+        d.set(Ino(1), 0, b"c", None, true);
+        for ((parent, hash, name), p) in taken {
+            d.recache(parent, hash, &name, p.child, &st);
+        }
+        let yes = |child| Known::Yes {
+            child,
+            stored: child.is_some(),
+        };
+        assert_eq!(d.lookup(Ino(1), 0, b"a", &st), yes(c(5)));
+        assert_eq!(d.lookup(Ino(1), 0, b"b", &st), yes(c(6)));
+        assert_eq!(d.positive.len(), 2, "b once");
+        assert_eq!(d.lookup(Ino(1), 0, b"gone", &st), yes(None));
+        assert_eq!(
+            d.lookup(Ino(1), 0, b"c", &st),
+            Known::Yes {
+                child: None,
+                stored: true
+            },
+            "the pending removal, not the commit's c"
         );
     }
 
