@@ -625,6 +625,8 @@ fn names_a_commit_wrote_are_cached_again_after_it() {
     let d = fs.mkdir(Ino::ROOT, b"d");
     let f = fs.mkfile(d, b"f", b"x");
     fs.mkfile(d, b"g", b"y");
+    fs.e().fsync().unwrap();
+    // A removal of a stored name comes back as a negative entry.
     fs.e().unlink(d, b"g").unwrap();
     fs.e().fsync().unwrap();
     let gets = fs.stat("store_gets");

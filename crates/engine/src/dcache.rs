@@ -21,7 +21,9 @@
 //! that falls there). Churn looks most names up once, just before it
 //! creates them (a spool) or never again (a probe that the kernel's own
 //! negative dentry answers): admitting those would evict an older entry
-//! for each, for nothing. Counter `dcache_negative_deferred`.
+//! for each, for nothing. Counter `dcache_negative_deferred`. (Names this
+//! mount removed enter at once: `drop_pending`, and `recache` after the
+//! commit that removed them from the store.)
 //!
 //! A name is in at most one table. Unlink removes a name from `positive` and
 //! records `None` in `pending` when the store holds it; a name created and

@@ -14,8 +14,9 @@
 //! commit's drain, takes `state` exclusively and reaches the parts without
 //! their locks (`Mutex::get_mut`). Never two part locks at once. The journal
 //! takes `commit`, then `state` exclusively to drain the dirty lists and
-//! stage the batch, releases `state`, then applies and syncs. Nothing calls
-//! into the store's sync while holding `state`.
+//! stage the batch, releases `state`, then applies and syncs, then takes
+//! `state` again, in short pieces, to put the names it wrote back into the
+//! name cache. Nothing calls into the store's sync while holding `state`.
 
 use crate::dcache::{Child, DCache, Known};
 use crate::error::{EngineError, Result};

@@ -159,9 +159,10 @@ impl InFlightStore {
     /// Writes the staged batch to the store and retires it, also when the
     /// store fails (the engine then stops and answers nothing more).
     /// `failed` runs before a batch the store refused is retired: the
-    /// engine stops there, so that no request reads the store without the
-    /// batch as if the batch had never been (the names a commit writes are
-    /// in no cache once it drained them).
+    /// engine stops there, so that requests from then on answer an error
+    /// instead of reading the store without the batch as if it had never
+    /// been (the names a commit writes are in no cache until it hands them
+    /// back). A request already past the lock may still read either.
     pub fn apply_staged(&self, failed: impl FnOnce(&StoreError)) -> Result<(), StoreError> {
         let Some(staged) = self.current() else {
             return Ok(());

@@ -8,8 +8,11 @@
 //! each item's *final* state and stages the batch as one (readers see it at
 //! once, inflight.rs), releases the lock, and only then applies the
 //! batch to the store and syncs it when durability was asked for: requests
-//! wait for the drain, never for the store's write. A name created and
-//! removed between two commits is dropped at drain: it never reaches the store.
+//! wait for the drain, never for the store's write. After that the names it
+//! wrote go back into the name cache, a thousand per short hold of the lock
+//! (`Engine::recache`). A name created and removed between two commits
+//! leaves the pending table when it is removed (`State::set_name`): it never
+//! reaches the store.
 //!
 //! Triggers: the committer thread every `commit_interval_ms`; fsync and
 //! fsyncdir at once (concurrent callers share one sync: a caller whose
