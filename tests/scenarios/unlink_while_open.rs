@@ -216,11 +216,17 @@ fn free_a_large_file(fs: &Fs) -> Ino {
     let blocks = 200;
     let (f, _) = open_file(fs, b"big", blocks * BLOCK_SIZE as usize);
     assert!(keys_of(&fs.store, f).len() > blocks, "blocks are stored");
-    fs.e().unlink(Ino::ROOT, b"big").unwrap();
+    unlink_and_free(fs, b"big", f);
+    f
+}
+
+/// Unlinks `name` in the root, open as `f`, then releases and forgets `f`
+/// and commits: the commit frees it.
+fn unlink_and_free(fs: &Fs, name: &[u8], f: Ino) {
+    fs.e().unlink(Ino::ROOT, name).unwrap();
     fs.e().release(f).unwrap();
     fs.e().forget(f, 1);
     fs.e().fsync().unwrap();
-    f
 }
 
 /// A large file's data is not deleted by the commit that frees it (a commit
@@ -530,10 +536,7 @@ fn a_freed_file_without_stored_blocks_is_deleted_without_a_scan() {
     fs.e().fsync().unwrap();
     assert!(keys_of(&fs.store, sparse).contains(&Key::Inode(sparse)));
     let scans = fs.stat("store_scans");
-    fs.e().unlink(Ino::ROOT, b"sparse").unwrap();
-    fs.e().release(sparse).unwrap();
-    fs.e().forget(sparse, 1);
-    fs.e().fsync().unwrap();
+    unlink_and_free(&fs, b"sparse", sparse);
     assert_eq!(fs.stat("frees_unscanned"), 2);
     assert_eq!(fs.stat("store_scans"), scans, "no scan for a sparse file");
     assert_eq!(fs.stat("large_frees_queued"), 0);

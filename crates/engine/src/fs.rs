@@ -731,9 +731,9 @@ impl Engine {
     /// missing. If no commit has drained since, a name that no cache holds
     /// is still missing and the store is not read: a name is created only
     /// in the name cache's pending table (`DCache::set`), and it leaves
-    /// that table for the store only through a drain, so
-    /// a name made since the lookup is still pending; and the store's names
-    /// change only through drains.
+    /// that table for the store only through a drain, so a name made since
+    /// the lookup is still pending; and the store's names change only
+    /// through drains.
     pub fn name_missing(&self, parent: Ino, name: &[u8], missed_at: Option<u64>) -> Result<bool> {
         check_name(name)?;
         let s = self.lock_shared()?;
