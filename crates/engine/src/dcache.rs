@@ -367,12 +367,12 @@ impl DCache {
     /// Forgets a pending name created since the last commit and removed
     /// again: the store never held it, so it is now a clean negative entry.
     pub fn drop_pending(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) {
-        match self.pending.remove_entry(&(parent, hash, name.to_vec())) {
-            Some(((_, _, n), p)) => {
+        match self.pending.remove(&(parent, hash, name.to_vec())) {
+            Some(p) => {
                 assert!(!p.stored, "dropping a pending name the store holds");
                 // In neither clean table while it was pending (`set` took it
                 // out, and `fill` follows only a lookup that found it nowhere).
-                self.push_clean(parent, &n, None, stats);
+                self.push_clean(parent, name, None, stats);
             }
             None => self.put_clean(parent, name, None, stats),
         }
