@@ -151,3 +151,105 @@ fn data_threads_and_a_names_thread_leave_every_file_as_modelled() {
     assert_eq!(fs.stat("truncates_pending"), 0);
     fs.fsck();
 }
+
+/// One namespace thread with a model: the only thread that changes names in
+/// `dir`, so every lookup and create must agree with what it did, whenever
+/// a commit runs. A commit takes the pending names out of every cache and
+/// puts them into its batch after it let go of the state lock (journal.rs,
+/// `put_names`); a lookup in that window must wait for the batch rather
+/// than find the store without it.
+fn modelled_names_thread(e: Arc<churnfs_engine::Engine>, dir: Ino, seed: u64) {
+    let mut rng = Rng::new(seed);
+    let mut model: std::collections::HashMap<String, Ino> = Default::default();
+    for step in 0..STEPS * 20 {
+        let name = format!("m{}", rng.below(200));
+        match rng.below(5) {
+            0 | 1 => match e.create(Ctx::ROOT, dir, name.as_bytes(), 0o644) {
+                Ok((a, _fh)) => {
+                    assert!(!model.contains_key(&name), "step {step}: {name} made twice");
+                    e.forget(a.ino, 1);
+                    e.release(a.ino).unwrap();
+                    model.insert(name, a.ino);
+                }
+                Err(err) => assert!(
+                    model.contains_key(&name),
+                    "step {step}: create of {name}, which is missing: {err}"
+                ),
+            },
+            2 => {
+                let to = format!("m{}", rng.below(200));
+                let r = e.rename(
+                    dir,
+                    name.as_bytes(),
+                    dir,
+                    to.as_bytes(),
+                    RenameFlags::default(),
+                );
+                assert_eq!(
+                    r.is_ok(),
+                    model.contains_key(&name),
+                    "step {step}: rename {name}"
+                );
+                if r.is_ok() && name != to {
+                    let ino = model.remove(&name).unwrap();
+                    model.insert(to, ino);
+                }
+            }
+            3 => {
+                let r = e.unlink(dir, name.as_bytes());
+                assert_eq!(
+                    r.is_ok(),
+                    model.remove(&name).is_some(),
+                    "step {step}: unlink {name}"
+                );
+            }
+            _ => {
+                let got = e.lookup(dir, name.as_bytes()).map(|a| {
+                    e.forget(a.ino, 1);
+                    a.ino
+                });
+                assert_eq!(
+                    got.ok(),
+                    model.get(&name).copied(),
+                    "step {step}: lookup {name}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn lookups_during_commits_agree_with_the_names_made() {
+    let mut cfg = small_config();
+    cfg.dentries_max = 16;
+    cfg.negative_entries_max = 4;
+    let mut fs = Fs::with_config(cfg);
+    let dirs = [fs.mkdir(Ino::ROOT, b"a"), fs.mkdir(Ino::ROOT, b"b")];
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let committer = {
+        let (e, done) = (fs.engine.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut commits = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                e.fsync().unwrap();
+                commits += 1;
+            }
+            commits
+        })
+    };
+    let threads: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(t, &dir)| {
+            let e = fs.engine.clone();
+            std::thread::spawn(move || modelled_names_thread(e, dir, 7 + t as u64))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(committer.join().unwrap() > 10);
+    fs.remount();
+    fs.fsck();
+}

@@ -42,6 +42,7 @@ use lru::LruCache;
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::ops::Bound;
+use std::sync::Arc;
 
 pub type Child = (Ino, FileKind);
 
@@ -62,7 +63,10 @@ pub enum Known {
     Unknown,
 }
 
-type Name = Vec<u8>;
+pub type Name = Vec<u8>;
+
+/// Names that changed since the last commit, in (parent, hash, name) order.
+pub type PendingNames = BTreeMap<(Ino, u64, Name), Pending>;
 
 /// A clean table's key: the parent's number (8 bytes) then the name. One
 /// flat byte string, so that a lookup borrows a key built on the stack and
@@ -99,7 +103,14 @@ const FIRST_SLOTS_MAX: usize = 1 << 16;
 pub struct DCache {
     positive: LruCache<Flat, Child>,
     negative: LruCache<Flat, ()>,
-    pending: BTreeMap<(Ino, u64, Name), Pending>,
+    pending: PendingNames,
+    /// The names the running commit took from `pending` (`take_pending`),
+    /// until it has handed them back (`end_commit`): what the store holds
+    /// for them once the commit's batch is written. A lookup reads them
+    /// here, so that no name waits for the batch while the commit puts it
+    /// together outside the state lock (inflight.rs, `Staging`), and knows
+    /// that the batch touches no other name (`is_committing`).
+    committing: Option<Arc<PendingNames>>,
     positive_max: usize,
     negative_max: usize,
     /// The key of the last entry pushed out of a full table, reused for the
@@ -120,6 +131,7 @@ impl DCache {
             // A bound of zero keeps no negative entries (`put_clean`).
             negative: bounded(NonZeroUsize::new(negative_max).unwrap_or(NonZeroUsize::MIN)),
             pending: BTreeMap::new(),
+            committing: None,
             positive_max,
             negative_max,
             spare: Vec::new(),
@@ -167,6 +179,27 @@ impl DCache {
             .map(|(_, p)| *p)
     }
 
+    /// What the running commit writes for `parent/name`, if it writes it.
+    fn committing_of(&self, parent: Ino, hash: u64, name: &[u8]) -> Option<Known> {
+        let lo = (parent, hash, Vec::new());
+        self.committing
+            .as_ref()?
+            .range((Bound::Included(lo), Bound::Unbounded))
+            .take_while(|((d, h, _), _)| *d == parent && *h == hash)
+            .find(|((_, _, n), _)| n.as_slice() == name)
+            .map(|(_, p)| Known::Yes {
+                child: p.child,
+                stored: p.child.is_some(),
+            })
+    }
+
+    /// Whether a commit's names are between its drain and its hand-back:
+    /// then a name not in `committing_of` is one the commit's batch does
+    /// not touch, and the store can be read for it without the batch.
+    pub fn is_committing(&self) -> bool {
+        self.committing.is_some()
+    }
+
     pub fn lookup(&mut self, parent: Ino, hash: u64, name: &[u8], stats: &Stats) -> Known {
         if let Some(p) = self.pending_of(parent, hash, name) {
             Stats::inc(&stats.dcache_hits);
@@ -197,10 +230,16 @@ impl DCache {
                     stored: false,
                 }
             }
-            None => {
-                Stats::inc(&stats.dcache_misses);
-                Known::Unknown
-            }
+            None => match self.committing_of(parent, hash, name) {
+                Some(k) => {
+                    Stats::inc(&stats.dcache_committing_hits);
+                    k
+                }
+                None => {
+                    Stats::inc(&stats.dcache_misses);
+                    Known::Unknown
+                }
+            },
         }
     }
 
@@ -225,7 +264,8 @@ impl DCache {
                     stored: false,
                 }
             } else {
-                Known::Unknown
+                self.committing_of(parent, hash, name)
+                    .unwrap_or(Known::Unknown)
             }
         })
     }
@@ -315,13 +355,28 @@ impl DCache {
             .insert((parent, hash, name.to_vec()), Pending { child, stored });
     }
 
+    /// How many names are pending.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
     /// Takes every pending name for the journal, which writes them, in
-    /// (parent, hash, name) order. A commit's drain takes every dirty item
-    /// and each pending name has one (`State::set_name`), so a drain takes
-    /// them all at once rather than one by one. The names are in no table
+    /// (parent, hash, name) order. The pending table is the dirty list of
+    /// names (`State::set_name`), so a drain takes it whole. Lookups find
+    /// them in `committing` until the commit's `end_commit`. The names are in no table
     /// until the commit hands them back (`recache`) or a lookup reads them.
-    pub fn take_pending(&mut self) -> BTreeMap<(Ino, u64, Name), Pending> {
-        std::mem::take(&mut self.pending)
+    pub fn take_pending(&mut self) -> Arc<PendingNames> {
+        // The commit lock orders commits; a stopped engine commits no more.
+        debug_assert!(self.committing.is_none(), "two commits' names at once");
+        let taken = Arc::new(std::mem::take(&mut self.pending));
+        self.committing = Some(taken.clone());
+        taken
+    }
+
+    /// The running commit has handed its names back (`recache`): the store
+    /// holds them, and the clean tables those that fit.
+    pub fn end_commit(&mut self) {
+        self.committing = None;
     }
 
     /// A name a commit wrote goes back into its clean table, after the
@@ -469,12 +524,22 @@ mod tests {
                 stored: false
             }
         );
-        // A name that becomes positive leaves the negative table, and
-        // once committed it is in no table until the store is read again.
+        // A name that becomes positive leaves the negative table; while
+        // its commit runs it is read from the commit's names, and after
+        // that it is in no table until the store is read again.
         d.set(Ino(2), 0, b"f9", c(7), false);
         assert_eq!(d.negative.len(), 1);
         let taken = d.take_pending();
         assert_eq!(taken[&(Ino(2), 0, b"f9".to_vec())].child, c(7));
+        assert_eq!(
+            d.lookup(Ino(2), 0, b"f9", &st),
+            Known::Yes {
+                child: c(7),
+                stored: true
+            }
+        );
+        assert!(d.is_committing());
+        d.end_commit();
         assert_eq!(d.lookup(Ino(2), 0, b"f9", &st), Known::Unknown);
         fill(&mut d, Ino(2), b"f9", c(7), &st);
         assert_eq!(
@@ -508,9 +573,34 @@ mod tests {
         // "c" changes again.
         fill(&mut d, Ino(1), b"b", c(6), &st);
         d.set(Ino(1), 0, b"c", None, true);
-        for ((parent, hash, name), p) in taken {
-            d.recache(parent, hash, &name, p.child, &st);
+        // Meanwhile every name reads as the commit writes it, except the
+        // one pending again.
+        assert_eq!(
+            d.peek(Ino(1), 0, b"a"),
+            Known::Yes {
+                child: c(5),
+                stored: true
+            }
+        );
+        assert_eq!(
+            d.peek(Ino(1), 0, b"gone"),
+            Known::Yes {
+                child: None,
+                stored: false
+            }
+        );
+        assert_eq!(
+            d.peek(Ino(1), 0, b"c"),
+            Known::Yes {
+                child: None,
+                stored: true
+            }
+        );
+        assert_eq!(d.peek(Ino(1), 0, b"other"), Known::Unknown);
+        for ((parent, hash, name), p) in taken.iter() {
+            d.recache(*parent, *hash, name, p.child, &st);
         }
+        d.end_commit();
         let yes = |child| Known::Yes {
             child,
             stored: child.is_some(),
@@ -570,6 +660,7 @@ mod tests {
         let taken = d.take_pending();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[&(Ino(1), 7, b"a".to_vec())].child, None);
+        d.end_commit();
         assert_eq!(d.lookup(Ino(1), 7, b"a", &st), Known::Unknown);
         assert_eq!(d.positive.len() + d.negative.len(), 0);
     }

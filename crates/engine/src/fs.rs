@@ -134,7 +134,7 @@ pub struct State {
     pub(crate) sb: Superblock,
     /// Number of the last drained commit.
     pub(crate) drained: u64,
-    pub(crate) store: Arc<dyn KvStore>,
+    pub(crate) store: Arc<crate::inflight::InFlightStore>,
     pub(crate) stats: Arc<Stats>,
     pub(crate) dirty_bytes_max: u64,
     pub(crate) truncate_inline_blocks: u64,
@@ -149,7 +149,7 @@ pub(crate) struct FileCtx<'a> {
     pub icache: &'a mut ICache,
     pub dirty: &'a mut DirtyList,
     pub truncates: &'a mut crate::orphan::PendingTruncates,
-    pub store: &'a Arc<dyn KvStore>,
+    pub store: &'a Arc<crate::inflight::InFlightStore>,
     pub stats: &'a Arc<Stats>,
     pub dirty_bytes_max: u64,
     pub truncate_inline_blocks: u64,
@@ -305,14 +305,6 @@ fn acquire<G>(
     }
 }
 
-/// The inode whose part a dirty item belongs to.
-fn item_ino(item: &Item) -> Ino {
-    match item {
-        Item::Inode(i) | Item::Block(i, _) | Item::Xattr(i) | Item::Truncate(i) => *i,
-        Item::Dentry(dir, ..) => *dir,
-    }
-}
-
 /// What the front end does before a request waits for a commit (the FUSE
 /// adapter lets another worker thread read requests meanwhile).
 pub type WaitHook = Box<dyn Fn() + Send + Sync>;
@@ -366,12 +358,6 @@ impl State {
         self.parts
             .iter_mut()
             .map(|p| p.get_mut().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Adds a dirty item to the list of its inode's part.
-    pub(crate) fn add_dirty(&mut self, item: Item) {
-        let ino = item_ino(&item);
-        part_mut(&mut self.parts, ino).dirty.add(item, &self.stats);
     }
 
     /// Evicts idle inodes of every part down to its share of the bound.
@@ -471,7 +457,15 @@ impl State {
     /// What the store (a staged batch first) holds for `dir/name`.
     fn stored_child(&self, dir: Ino, hash: u64, name: &[u8]) -> Result<Option<Child>> {
         Stats::inc(&self.stats.store_gets);
-        match self.store.get(&format::dentry_key(dir, hash, name))? {
+        let key = format::dentry_key(dir, hash, name);
+        // While a commit's names are out of `pending`, its batch touches no
+        // other name, so the store needs no wait for the batch.
+        let v = if self.dcache.is_committing() {
+            self.store.get_untouched(&key)?
+        } else {
+            self.store.get(&key)?
+        };
+        match v {
             Some(v) => Ok(Some(format::decode_dentry(dir, &v)?)),
             None => Ok(None),
         }
@@ -484,10 +478,15 @@ impl State {
             // Its dirty item (if any) finds no pending state and is skipped.
             self.dcache.drop_pending(dir, hash, name, &self.stats);
             Stats::inc(&self.stats.names_never_stored);
-            return;
+        } else {
+            self.dcache.set(dir, hash, name, child, stored);
         }
-        self.dcache.set(dir, hash, name, child, stored);
-        self.add_dirty(Item::Dentry(dir, hash, name.to_vec()));
+        // The pending table is the dirty list of names: it counts toward
+        // `dirty_items_max` (`Engine::push_back`) and a commit takes it whole.
+        Stats::set(
+            &self.stats.pending_dentries,
+            self.dcache.pending_len() as u64,
+        );
     }
 
     /// Creates a new inode of `kind` named `name` in `parent`.
@@ -684,6 +683,7 @@ impl Engine {
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
         let mut v = self.stats.snapshot();
         v.push(("store_reopens", self.store.reopens()));
+        v.push(("staging_waits", self.store.staging_waits()));
         v
     }
 

@@ -10,10 +10,20 @@
 //! store, and scans merge the two. Once the store has applied the batch,
 //! it is retired.
 //!
-//! Why this is safe for readers: the batch is published before the state
-//! lock is released, and retired only after the store's `apply` returned,
-//! so at every instant a key reads either from the staged batch or from a
-//! store that already holds it. The caches never hold the records a batch
+//! Since 2026-11-26 (session 22) the commit only *opens* the staging under
+//! the state lock (`begin_stage`, which takes the slot's write lock) and
+//! finishes the batch (its names, then the sort) after releasing the state
+//! lock; a reader that reaches the store meanwhile waits for `publish`
+//! (counted in `staging_waits`). Names do not wait: the name cache answers
+//! for every name the batch writes until the commit has handed them back,
+//! and a name read from the store is one the batch does not touch
+//! (`get_untouched`; dcache.rs, `committing`).
+//!
+//! Why this is safe for readers: the batch is published, or the way to
+//! the store closed until it is, before the state lock is released, and
+//! retired only after the store's `apply` returned, so at every instant a
+//! key reads either from the staged batch or from a store that already
+//! holds it. The caches never hold the records a batch
 //! carries in a state older than the batch (the drain took them from the
 //! caches), so a reader that misses a cache and reads here sees the newest.
 //!
@@ -30,7 +40,8 @@
 
 use crate::error::StoreError;
 use crate::store::{self, Batch, BatchOp, KvPair, KvStore};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard, TryLockError};
 
 /// A batch in key order with one op per key.
 struct Staged {
@@ -54,7 +65,7 @@ fn prefix(k: &[u8]) -> u128 {
 }
 
 /// `ops` sorted by key, one op per key: of two ops on one key the later
-/// wins. Runs under the state lock (the commit's drain), so it sorts pairs
+/// wins. Runs while readers that need the store wait (`Staging`), so it sorts pairs
 /// of (key prefix, position) rather than the ops: most comparisons are then
 /// of two numbers in one array, not of two keys behind two pointers, and
 /// the elements moved are 32 bytes, not an op. The full keys are compared
@@ -123,10 +134,27 @@ impl Staged {
     }
 }
 
+/// A batch being put together (`InFlightStore::begin_stage`): until it is
+/// published, readers that reach the store wait.
+pub struct Staging<'a> {
+    slot: RwLockWriteGuard<'a, Option<Arc<Staged>>>,
+}
+
+impl Staging<'_> {
+    /// Sorts `batch` and makes it visible to readers; an empty batch stages
+    /// nothing. Either way the readers waiting go on.
+    pub fn publish(mut self, batch: Batch) {
+        if !batch.is_empty() {
+            *self.slot = Some(Arc::new(Staged::new(batch)));
+        }
+    }
+}
+
 /// A store with at most one staged batch in front of it.
 pub struct InFlightStore {
     base: Arc<dyn KvStore>,
     staged: RwLock<Option<Arc<Staged>>>,
+    staging_waits: AtomicU64,
     /// Signalled when a staged batch is retired.
     retired: (Mutex<()>, Condvar),
 }
@@ -136,24 +164,59 @@ impl InFlightStore {
         InFlightStore {
             base,
             staged: RwLock::new(None),
+            staging_waits: AtomicU64::new(0),
             retired: (Mutex::new(()), Condvar::new()),
         }
     }
 
+    /// The staged batch. While a commit is still putting its batch together
+    /// (`Staging`) this waits for it, and counts the wait.
     fn current(&self) -> Option<Arc<Staged>> {
-        self.staged
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        match self.staged.try_read() {
+            Ok(g) => g.clone(),
+            Err(TryLockError::Poisoned(p)) => p.into_inner().clone(),
+            Err(TryLockError::WouldBlock) => {
+                self.staging_waits.fetch_add(1, Ordering::Relaxed);
+                self.staged
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            }
+        }
     }
 
     /// Makes `batch` visible to readers. The caller holds the lock that
     /// orders this batch after every change it carries (the state lock) and
     /// must call `apply_staged` next.
     pub fn stage(&self, batch: Batch) {
-        let mut g = self.staged.write().unwrap_or_else(|p| p.into_inner());
+        self.begin_stage().publish(batch);
+    }
+
+    /// Closes the way to the store for readers until the returned
+    /// `Staging` is published: a reader that reaches the store meanwhile
+    /// waits. The caller holds the lock that orders the batch after every
+    /// change it carries (the state lock), may let go of it once this
+    /// returns, and finishes the batch (the part of it no cache holds any
+    /// more) before it publishes. So the work of sorting and encoding moves
+    /// out of the state lock, and only the readers that need the store
+    /// wait for it (counted in `staging_waits`).
+    pub fn begin_stage(&self) -> Staging<'_> {
+        let g = self.staged.write().unwrap_or_else(|p| p.into_inner());
         assert!(g.is_none(), "a batch staged while another is in flight");
-        *g = Some(Arc::new(Staged::new(batch)));
+        Staging { slot: g }
+    }
+
+    /// Reads `key` from the store without the staged batch, and without
+    /// waiting for one being put together: only for a key the caller knows
+    /// the running commit's batch does not touch (a name outside
+    /// `DCache::committing_of`), so the store's value is the newest.
+    pub fn get_untouched(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.base.get(key)
+    }
+
+    /// How many store reads waited for a batch being put together.
+    pub fn staging_waits(&self) -> u64 {
+        self.staging_waits.load(Ordering::Relaxed)
     }
 
     /// Writes the staged batch to the store and retires it, also when the
@@ -359,6 +422,37 @@ mod tests {
         // The next batch can be staged (the engine stops first in practice).
         s.stage(batch(&[("a2", None)]));
         assert_eq!(s.staged_len(), 1);
+    }
+
+    #[test]
+    fn a_reader_waits_for_a_batch_being_put_together_and_sees_it() {
+        let (_base, s) = setup();
+        let s = Arc::new(s);
+        let staging = s.begin_stage();
+        let reader = {
+            let s = s.clone();
+            std::thread::spawn(move || (s.get(b"a1").unwrap(), s.scan(b"a", b"a", 100).unwrap()))
+        };
+        // The reader found the way to the store closed and waits.
+        while s.staging_waits() == 0 {
+            std::thread::yield_now();
+        }
+        assert!(!reader.is_finished());
+        let mut b = batch(&[("a1", Some("new"))]);
+        b.delete(b"a2".to_vec());
+        staging.publish(b);
+        let (got, scanned) = reader.join().unwrap();
+        assert_eq!(got, Some(b"new".to_vec()));
+        let k = keys(&scanned);
+        assert_eq!(k[0], "a1=new");
+        assert_eq!(k[1], "a3=old");
+        assert_eq!(k.len(), 8);
+        assert_eq!(s.staged_len(), 2);
+        // An empty batch stages nothing and lets readers go on.
+        s.apply_staged(|_| ()).unwrap();
+        s.begin_stage().publish(Batch::default());
+        assert_eq!(s.staged_len(), 0);
+        assert!(!s.wait_applied());
     }
 
     /// A store holding a1..a9 = "old" and b1.

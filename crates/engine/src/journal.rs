@@ -5,12 +5,15 @@
 //! (`DirtyList`, one per part of the state, fs.rs; insertion-ordered: an
 //! item keeps the age of its first change until it is written). A commit
 //! drains every part's list under the state lock, held exclusively, encodes
-//! each item's *final* state and stages the batch as one (readers see it at
-//! once, inflight.rs), releases the lock, and only then applies the
-//! batch to the store and syncs it when durability was asked for: requests
-//! wait for the drain, never for the store's write. After that the names it
-//! wrote go back into the name cache, a thousand per short hold of the lock
-//! (`Engine::recache`). A name created and removed between two commits
+//! each inode's *final* state, takes the pending names whole and closes the
+//! store to readers (inflight.rs, `Staging`), releases the lock, puts the
+//! names into the batch and stages it as one (readers see it at once and go
+//! on), and only then applies the batch to the store and syncs it when
+//! durability was asked for: requests wait for the drain, never for the
+//! store's write, and only store readers wait for the names. After that the
+//! names it wrote go back into the name cache and the inodes it wrote onto
+//! the inode cache's idle list, a thousand or two per short hold of the
+//! lock (`Engine::hand_back`). A name created and removed between two commits
 //! leaves the pending table when it is removed (`State::set_name`): it never
 //! reaches the store.
 //!
@@ -22,7 +25,7 @@
 //! A failed apply or sync stops the engine: every later operation answers
 //! `Stopped` (EIO) until the store is mounted again.
 
-use crate::dcache::DCache;
+use crate::dcache::{DCache, PendingNames};
 use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, INLINE_MAX};
 use crate::fs::{part_of, Engine, EngineConfig, Part, State, PARTS};
@@ -39,22 +42,32 @@ use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// One thing the journal writes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Item {
     Inode(Ino),
-    Dentry(Ino, u64, Vec<u8>),
     Block(Ino, u64),
     Xattr(Ino),
     /// The file's pending truncate range (orphan.rs) changed.
     Truncate(Ino),
 }
 
-/// A name a commit wrote: its directory, hash, name and what it now names.
-type Written = (Ino, u64, Vec<u8>, Option<crate::dcache::Child>);
-
 /// Names put back into the name cache per hold of the state lock after a
-/// commit (`Engine::recache`): about half a millisecond of work here.
+/// commit (`Engine::hand_back`): about half a millisecond of work here.
 const RECACHE_CHUNK: usize = 1024;
+
+/// Inodes a commit wrote put back on the idle list per hold of the state
+/// lock (`Engine::hand_back`): about half a millisecond of work here.
+const REPIN_CHUNK: usize = 2048;
+
+/// What a drain took from the state (`State::drain`).
+struct Drained {
+    batch: Batch,
+    /// The pending names, taken whole: `put_names` adds them to the batch.
+    names: Arc<PendingNames>,
+    /// The inodes the batch writes that are still cached: clean now, they
+    /// go back on the idle list after the commit (`ICache::repin`).
+    inodes: Vec<Ino>,
+}
 
 /// Dirty items in age order: one list per part of the state (fs.rs,
 /// `Part`). The gauges `dirty_items` and `dirty_blocks` count every part's
@@ -104,10 +117,11 @@ pub struct CommitCtl {
 
 impl State {
     /// Encodes every dirty item's final state into one batch and marks the
-    /// items clean. Runs under the state lock. Also returns the names the
-    /// batch writes, for the name cache once the lock is released
-    /// (`Engine::recache`).
-    fn drain(&mut self) -> Result<(Batch, Vec<Written>)> {
+    /// items clean. Runs under the state lock. The pending names are taken
+    /// whole and returned apart: no cache holds them from here on, and the
+    /// commit encodes them into the batch after it let go of the lock
+    /// (`put_names`), while store readers wait for the batch.
+    fn drain(&mut self) -> Result<Drained> {
         let stats = self.stats.clone();
         let mut items = Vec::new();
         for p in self.parts_mut() {
@@ -122,10 +136,6 @@ impl State {
                     self.drain_inode(ino, &mut batch)?;
                     committed_inodes.push(ino);
                 }
-                // Written from the pending table below: it holds every
-                // name whose item this is, except those created and removed
-                // since the last commit (`State::set_name` dropped them).
-                Item::Dentry(..) => {}
                 Item::Block(ino, n) => {
                     let Some(i) = self.part(ino).icache.peek_mut(ino) else {
                         continue;
@@ -192,35 +202,26 @@ impl State {
                 }
             }
         }
-        let pending = self.dcache.take_pending();
-        let mut written = Vec::with_capacity(pending.len());
-        for ((dir, hash, name), p) in pending {
-            let key = format::dentry_key(dir, hash, &name);
-            match p.child {
-                Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
-                None => {
-                    assert!(p.stored, "pending removal of a name the store never held");
-                    batch.delete(key)
-                }
-            }
-            written.push((dir, hash, name, p.child));
-        }
+        let names = self.dcache.take_pending();
+        Stats::add(&stats.commit_items, names.len() as u64);
         if self.next_ino != self.stored_next_ino {
             self.sb.next_ino = self.next_ino;
             batch.put(format::super_key(), self.sb.encode());
             self.stored_next_ino = self.next_ino;
         }
-        for ino in committed_inodes {
-            self.part(ino).icache.repin(ino);
-        }
-        // Eviction follows when the commit drops the state guard
-        // (`StateGuard`), once the batch is staged.
+        // The committed inodes, clean now, stay off the idle list (so the
+        // cache holds them past its bound) until the commit hands them back
+        // after its write: filing 5,000 of them took 1–2.7 ms of the hold.
         #[cfg(debug_assertions)]
         for p in self.parts_mut() {
             p.icache.debug_check();
         }
         self.dcache.publish(&stats);
-        Ok((batch, written))
+        Ok(Drained {
+            batch,
+            names,
+            inodes: committed_inodes,
+        })
     }
 
     fn drain_inode(&mut self, ino: Ino, batch: &mut Batch) -> Result<()> {
@@ -281,6 +282,33 @@ impl State {
             return Ok(());
         }
         put_inode(i, ino, batch)
+    }
+}
+
+/// Puts the names a drain took into its batch. Runs outside the state
+/// lock, before the batch is published (`Staging`); lookups meanwhile read
+/// the names from `DCache::committing_of`. These are the only name keys a
+/// commit's batch holds (asserted by the key's tag in `debug_assertions`
+/// builds: the drain's other records are an inode's own).
+fn put_names(batch: &mut Batch, names: &PendingNames) {
+    #[cfg(debug_assertions)]
+    for op in &batch.ops {
+        let (crate::store::BatchOp::Put(k, _) | crate::store::BatchOp::Delete(k)) = op;
+        debug_assert_ne!(
+            k.first(),
+            Some(&format::TAG_DENTRY),
+            "a name outside the pending table"
+        );
+    }
+    for ((dir, hash, name), p) in names.iter() {
+        let key = format::dentry_key(*dir, *hash, name);
+        match p.child {
+            Some((ino, kind)) => batch.put(key, format::encode_dentry(ino, kind)),
+            None => {
+                assert!(p.stored, "pending removal of a name the store never held");
+                batch.delete(key)
+            }
+        }
     }
 }
 
@@ -687,31 +715,47 @@ impl Engine {
     fn commit_locked(&self, ctl: &mut CommitCtl, sync: bool) -> Result<()> {
         let start = Instant::now();
         let seq;
-        let staged;
-        let written;
+        let mut batch;
+        let names;
+        let inodes;
+        let staging;
+        let locked;
         {
             let mut s = self.lock_state()?;
-            let locked = Instant::now();
+            locked = Instant::now();
             s.drained += 1;
             seq = s.drained;
             self.drains.store(seq, Ordering::Release);
-            let batch;
-            (batch, written) = match s.drain() {
-                Ok(b) => b,
+            Drained {
+                batch,
+                names,
+                inodes,
+            } = match s.drain() {
+                Ok(d) => d,
                 Err(e) => return Err(self.stop(e)),
             };
-            Stats::add(&self.stats.commit_bytes, batch.bytes() as u64);
-            staged = !batch.is_empty();
-            if staged {
-                // Readers see the batch from here on (inflight.rs); the
-                // store writes it after the lock is released.
-                self.store.stage(batch);
-            }
+            // From here until the batch is published, a reader that
+            // reaches the store waits for it (inflight.rs): what the drain
+            // took out of the caches is in no cache, and not yet staged.
+            staging = self.store.begin_stage();
             // How long every request waited at most behind this commit.
             let held = locked.elapsed().as_micros() as u64;
             Stats::max(&self.stats.commit_locked_max_us, held);
             Stats::add(&self.stats.commit_locked_us, held);
         }
+        {
+            // A panic here would leave the store without the names.
+            let _stop = crate::fs::PanicStop(self);
+            put_names(&mut batch, &names);
+        }
+        Stats::add(&self.stats.commit_bytes, batch.bytes() as u64);
+        let staged = !batch.is_empty();
+        // Readers see the batch from here on; the store writes it below.
+        staging.publish(batch);
+        Stats::max(
+            &self.stats.commit_staging_max_us,
+            locked.elapsed().as_micros() as u64,
+        );
         if staged {
             let t = Instant::now();
             // A refused batch stops the engine before it is retired (inflight.rs).
@@ -735,7 +779,7 @@ impl Engine {
         if sync {
             ctl.durable = seq;
         }
-        self.recache(written);
+        self.hand_back(&names, inodes);
         let us = start.elapsed().as_micros() as u64;
         Stats::set(&self.stats.commit_last_us, us);
         Stats::max(&self.stats.commit_max_us, us);
@@ -743,22 +787,37 @@ impl Engine {
     }
 
     /// The names a commit wrote go back into the name cache
-    /// (`DCache::recache`), `RECACHE_CHUNK` at a time under the exclusive
-    /// state lock, so that a request waits at most for one piece. Inside
-    /// the drain they took two fifths of its hold under W4 (docs/design.md
-    /// §8). A stopped engine caches nothing more.
-    fn recache(&self, mut written: Vec<Written>) {
-        while !written.is_empty() {
+    /// (`DCache::recache`), and the inodes it wrote onto the inode cache's
+    /// idle list (`ICache::repin`, which files each by its state at that
+    /// moment: an inode changed again since stays off it), in the order the
+    /// commit wrote them, `RECACHE_CHUNK` names and `REPIN_CHUNK` inodes at a
+    /// time under the exclusive state lock, so that a request waits at most
+    /// for one piece. Inside the drain they took half its hold under W4
+    /// (docs/design.md §6, §8). Each piece ends with the inode cache back
+    /// within its bound (`StateGuard`). A stopped engine caches nothing
+    /// more.
+    fn hand_back(&self, names: &PendingNames, inodes: Vec<Ino>) {
+        let (mut names, mut inodes) = (names.iter().peekable(), inodes.into_iter().peekable());
+        loop {
             let Ok(mut s) = self.lock_state() else { return };
             let locked = Instant::now();
-            let from = written.len().saturating_sub(RECACHE_CHUNK);
-            for (dir, hash, name, child) in written.drain(from..) {
-                s.dcache.recache(dir, hash, &name, child, &self.stats);
+            for ((dir, hash, name), p) in names.by_ref().take(RECACHE_CHUNK) {
+                s.dcache.recache(*dir, *hash, name, p.child, &self.stats);
+            }
+            for ino in inodes.by_ref().take(REPIN_CHUNK) {
+                s.part(ino).icache.repin(ino);
+            }
+            let done = names.peek().is_none() && inodes.peek().is_none();
+            if done {
+                s.dcache.end_commit();
             }
             // Also a wait behind a commit, for whoever wants the lock.
             let held = locked.elapsed().as_micros() as u64;
             Stats::max(&self.stats.commit_locked_max_us, held);
             Stats::add(&self.stats.commit_locked_us, held);
+            if done {
+                return;
+            }
         }
     }
 
@@ -786,7 +845,9 @@ impl Engine {
     /// bound: called before every operation takes the state lock, so the
     /// list never exceeds the bound by more than one operation's items.
     pub(crate) fn push_back(&self) -> Result<()> {
-        if self.stats.dirty_items.load(Ordering::Relaxed) > self.cfg.dirty_items_max as u64 {
+        let dirty = self.stats.dirty_items.load(Ordering::Relaxed)
+            + self.stats.pending_dentries.load(Ordering::Relaxed);
+        if dirty > self.cfg.dirty_items_max as u64 {
             Stats::inc(&self.stats.dirty_items_commits);
             self.before_wait();
             self.commit_nosync()?;

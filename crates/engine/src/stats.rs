@@ -40,6 +40,7 @@ stats! {
     dcache_evictions,
     dcache_negative_recycled,
     dcache_negative_deferred,
+    dcache_committing_hits,
     // journal
     dirty_items,
     dirty_blocks,
@@ -55,6 +56,7 @@ stats! {
     commit_max_us,
     commit_locked_max_us,
     commit_locked_us,
+    commit_staging_max_us,
     commit_apply_max_us,
     fsync_requests,
     fsync_shared,
