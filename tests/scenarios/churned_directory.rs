@@ -15,6 +15,7 @@ fn churn_between_commits_leaves_no_pending_names() {
         fs.mkfile(churned, format!("live{i}").as_bytes(), b"x");
         fs.mkfile(fresh, format!("live{i}").as_bytes(), b"x");
     }
+    let dirty = fs.stat("dirty_items");
     for i in 0..5_000u32 {
         let name = format!("churn{i}");
         fs.mkfile(churned, name.as_bytes(), b"payload");
@@ -22,6 +23,10 @@ fn churn_between_commits_leaves_no_pending_names() {
     }
     // Only the 200 + 200 live names and the two directories are pending.
     assert_eq!(fs.stat("pending_dentries"), 402);
+    // Nor do the churned files' dirty items stay behind to count toward
+    // `dirty_items_max` (and make commits that write nothing of them).
+    assert_eq!(fs.stat("dirty_items"), dirty);
+    assert_eq!(fs.stat("dirty_items_commits"), 0);
     // Nor inodes: a file created and freed between commits leaves memory at
     // once (only the 400 live files, two directories and the root remain).
     fs.e().getattr(Ino::ROOT).unwrap();

@@ -442,6 +442,7 @@ fn an_unlinked_file_of_inline_bytes_is_kept_out_of_the_store() {
     fs.e().setattr(f, mode).unwrap();
     fs.e().fsync().unwrap();
     assert_eq!(keys_of(&fs.store, f), vec![]);
+    assert_eq!(fs.stat("unlinked_unstored"), 1, "one file, counted once");
     let mut grown = data.clone();
     grown.extend_from_slice(b"more");
     assert_eq!(fs.read_all(f), grown);

@@ -433,8 +433,17 @@ impl State {
             } else {
                 // The store holds nothing of it (created and freed since the
                 // last commit, or an unlinked file kept out of the store), so
-                // it leaves memory now (its dirty items find no inode and are
-                // skipped).
+                // it leaves memory now, and its dirty items with it, so that
+                // churn does not fill the dirty list (a block of it that was
+                // cut off by a truncate keeps its item; the drain skips it,
+                // finding no inode).
+                for n in i.blocks.keys() {
+                    part.dirty.remove(&Item::Block(ino, *n), &stats);
+                }
+                for item in [Item::Inode(ino), Item::Xattr(ino), Item::Truncate(ino)] {
+                    part.dirty.remove(&item, &stats);
+                }
+                i.dirty = false;
                 part.icache.remove(ino);
             }
         }

@@ -57,6 +57,9 @@ pub struct Inode {
     pub blocks_on_store: bool,
     /// nlink, opens and kernel refs all reached zero: the journal deletes it.
     pub freed: bool,
+    /// A commit kept it out of the store while unlinked (counted once in
+    /// `unlinked_unstored`).
+    pub kept_out: bool,
     /// On the journal's dirty list.
     pub dirty: bool,
 }
@@ -74,6 +77,7 @@ impl Inode {
             unlinked_on_store: false,
             blocks_on_store: on_store,
             freed: false,
+            kept_out: false,
             dirty: false,
         }
     }

@@ -98,6 +98,18 @@ impl DirtyList {
         self.items.is_empty()
     }
 
+    /// Takes `item` off the list, if it is on it. The order of the rest
+    /// changes (the drain takes the whole list, so no order matters).
+    pub fn remove(&mut self, item: &Item, stats: &Stats) {
+        if self.items.swap_remove(item) {
+            if matches!(item, Item::Block(..)) {
+                self.blocks -= 1;
+                Stats::sub(&stats.dirty_blocks, 1);
+            }
+            Stats::sub(&stats.dirty_items, 1);
+        }
+    }
+
     fn take(&mut self, stats: &Stats) -> IndexSet<Item> {
         Stats::sub(&stats.dirty_blocks, self.blocks);
         Stats::sub(&stats.dirty_items, self.items.len() as u64);
@@ -278,7 +290,10 @@ impl State {
                 batch.delete(format::inode_key(ino));
                 i.on_store = false;
             }
-            Stats::inc(&self.stats.unlinked_unstored);
+            if !i.kept_out {
+                i.kept_out = true;
+                Stats::inc(&self.stats.unlinked_unstored);
+            }
             return Ok(());
         }
         put_inode(i, ino, batch)
