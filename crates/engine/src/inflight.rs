@@ -214,6 +214,12 @@ impl InFlightStore {
         self.base.get(key)
     }
 
+    /// The store without the staged batch, for keys no staged batch touches
+    /// (a freed inode's, read by the commit that deletes them).
+    pub fn base(&self) -> &dyn KvStore {
+        &*self.base
+    }
+
     /// How many store reads waited for a batch being put together.
     pub fn staging_waits(&self) -> u64 {
         self.staging_waits.load(Ordering::Relaxed)
