@@ -10,10 +10,10 @@
 //!   Pending names are pinned until the journal writes them; the journal
 //!   takes them all out at each commit (`take_pending`) and, once it has
 //!   released the state lock, puts each in `positive` or `negative`
-//!   (`recache`), a thousand at a time. In between a name is in no table
-//!   and a lookup reads it from the batch being written (or the store).
-//!   Moving the names inside the drain took two fifths of a commit's hold
-//!   of the exclusive lock under W4 (docs/design.md §8).
+//!   (`recache`), a thousand at a time. In between the taken table is
+//!   `committing`, and a lookup reads a name there as the store will hold
+//!   it (docs/design.md §6, §8). The pending table is also the names'
+//!   dirty list: its size counts toward `dirty_items_max`.
 //!
 //! A store miss enters `negative` on its second occurrence: the first only
 //! leaves its fingerprint in `first`, a fixed table of fingerprints (at
@@ -25,7 +25,9 @@
 //! mount removed enter at once: `drop_pending`, and `recache` after the
 //! commit that removed them from the store.)
 //!
-//! A name is in at most one table. Unlink removes a name from `positive` and
+//! A name is in at most one of `pending`, `positive` and `negative` (it may
+//! be in `committing` too, which says what the store will hold, and which
+//! `pending` overrides). Unlink removes a name from `positive` and
 //! records `None` in `pending` when the store holds it; a name created and
 //! removed between two commits leaves `pending` at once (`drop_pending`) and
 //! becomes a clean negative entry, so churn leaves no state for readdir to
@@ -366,8 +368,9 @@ impl DCache {
     /// them in `committing` until the commit's `end_commit`. The names are in no table
     /// until the commit hands them back (`recache`) or a lookup reads them.
     pub fn take_pending(&mut self) -> Arc<PendingNames> {
-        // The commit lock orders commits; a stopped engine commits no more.
-        debug_assert!(self.committing.is_none(), "two commits' names at once");
+        // The commit lock orders commits; a stopped engine (which may have
+        // left a commit's names here) drains no more.
+        assert!(self.committing.is_none(), "two commits' names at once");
         let taken = Arc::new(std::mem::take(&mut self.pending));
         self.committing = Some(taken.clone());
         taken

@@ -13,10 +13,15 @@
 //! different parts never wait for each other. Every other operation, and a
 //! commit's drain, takes `state` exclusively and reaches the parts without
 //! their locks (`Mutex::get_mut`). Never two part locks at once. The journal
-//! takes `commit`, then `state` exclusively to drain the dirty lists and
-//! stage the batch, releases `state`, then applies and syncs, then takes
-//! `state` again, in short pieces, to put the names it wrote back into the
-//! name cache. Nothing calls into the store's sync while holding `state`.
+//! takes `commit`, then `state` exclusively to drain the dirty lists and the
+//! pending names, then the staged slot of the store for writing
+//! (inflight.rs, `Staging`), releases `state`, finishes and publishes the
+//! batch (releasing the slot), then applies and syncs, then takes `state`
+//! again, in short pieces, to put the names and inodes it wrote back into
+//! the caches. A thread that holds `state` may wait for the slot; the
+//! thread that holds the slot takes no lock and reads the store only past
+//! the slot (`InFlightStore::base`). Nothing calls into the store's sync
+//! while holding `state`.
 
 use crate::dcache::{Child, DCache, Known};
 use crate::error::{EngineError, Result};
@@ -93,8 +98,8 @@ pub(crate) fn part_of(ino: Ino) -> usize {
     (ino.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PARTS.trailing_zeros())) as usize
 }
 
-/// The inodes whose numbers hash here, their dirty items (a name's item
-/// goes with its directory), and their pending truncate ranges.
+/// The inodes whose numbers hash here, their dirty items, and their pending
+/// truncate ranges. (Names are dirty on the name cache's pending table.)
 pub struct Part {
     pub(crate) icache: ICache,
     pub(crate) dirty: DirtyList,
@@ -484,7 +489,6 @@ impl State {
         let hash = format::dir_hash(name);
         if child.is_none() && !stored {
             // Created and removed since the last commit: nothing to write.
-            // Its dirty item (if any) finds no pending state and is skipped.
             self.dcache.drop_pending(dir, hash, name, &self.stats);
             Stats::inc(&self.stats.names_never_stored);
         } else {

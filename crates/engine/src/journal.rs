@@ -1,9 +1,10 @@
-//! journal: dirty items in age order, written as one atomic store batch per
-//! commit (group commit), and the engine's mount and unmount.
+//! journal: dirty items, written as one atomic store batch per commit
+//! (group commit), and the engine's mount and unmount.
 //!
 //! Every operation changes in-memory items and adds them to a dirty list
-//! (`DirtyList`, one per part of the state, fs.rs; insertion-ordered: an
-//! item keeps the age of its first change until it is written). A commit
+//! (`DirtyList`, one per part of the state, fs.rs; a set: an item is on it
+//! once, however often it changed, and the commit writes its final state;
+//! names are on the name cache's pending table instead). A commit
 //! drains every part's list under the state lock, held exclusively, encodes
 //! each inode's *final* state, takes the pending names whole and closes the
 //! store to readers (inflight.rs, `Staging`), releases the lock, puts the
@@ -72,7 +73,7 @@ struct Drained {
     scanned_frees: Vec<Ino>,
 }
 
-/// Dirty items in age order: one list per part of the state (fs.rs,
+/// Dirty items (in no particular order): one list per part of the state (fs.rs,
 /// `Part`). The gauges `dirty_items` and `dirty_blocks` count every part's
 /// items: each list adds what it gains and takes back what it gives up.
 #[derive(Default)]
@@ -659,7 +660,7 @@ impl Engine {
     /// Returns how many it freed.
     fn reclaim_batch(&self, inos: &[Ino], stop: &dyn Fn() -> bool) -> Result<u64> {
         let orphans: Vec<Ino> = {
-            // Under the lock, where the journal stages its batches (reads
+            // Under the lock, where the journal drains its batches (reads
             // see a staged batch before the store has it): the page was
             // read before, and a commit may since have deleted a record of
             // this mount's (an inode freed after its unlink).
@@ -772,8 +773,10 @@ impl Engine {
             Stats::max(&self.stats.commit_locked_max_us, held);
             Stats::add(&self.stats.commit_locked_us, held);
         }
-        {
-            // A panic here would leave the store without the names.
+        let staged = {
+            // A panic from here to the publication (the names, the scans,
+            // the sort) would lose the batch, whose items are marked clean
+            // already: the engine stops, as under the state lock.
             let _stop = crate::fs::PanicStop(self);
             put_names(&mut batch, &names);
             if let Err(e) = self.delete_scanned(&mut batch, &scanned_frees) {
@@ -781,11 +784,12 @@ impl Engine {
                 // dropped, to an engine that answers errors.
                 return Err(self.stop(e));
             }
-        }
-        Stats::add(&self.stats.commit_bytes, batch.bytes() as u64);
-        let staged = !batch.is_empty();
-        // Readers see the batch from here on; the store writes it below.
-        staging.publish(batch);
+            Stats::add(&self.stats.commit_bytes, batch.bytes() as u64);
+            let staged = !batch.is_empty();
+            // Readers see the batch from here on; the store writes it below.
+            staging.publish(batch);
+            staged
+        };
         Stats::max(
             &self.stats.commit_staging_max_us,
             locked.elapsed().as_micros() as u64,
@@ -1038,7 +1042,7 @@ fn committer(
         }
         let busy = e
             .lock_state()
-            .map(|mut s| s.parts_mut().any(|p| !p.dirty.is_empty()))
+            .map(|mut s| s.dcache.pending_len() > 0 || s.parts_mut().any(|p| !p.dirty.is_empty()))
             .unwrap_or(false);
         let unsynced = e.commit.lock().map(|c| c.unsynced).unwrap_or(false);
         if busy || unsynced {
