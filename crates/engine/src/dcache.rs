@@ -99,6 +99,17 @@ fn bounded<V>(cap: NonZeroUsize) -> LruCache<Flat, V> {
     LruCache::new(cap)
 }
 
+/// The entry of `parent/name` in a table of names, found among those of
+/// its (parent, hash) without building a key.
+fn find_name(names: &PendingNames, parent: Ino, hash: u64, name: &[u8]) -> Option<Pending> {
+    let lo = (parent, hash, Vec::new());
+    names
+        .range((Bound::Included(lo), Bound::Unbounded))
+        .take_while(|((d, h, _), _)| *d == parent && *h == hash)
+        .find(|((_, _, n), _)| n.as_slice() == name)
+        .map(|(_, p)| *p)
+}
+
 /// The first-miss table's largest size (512 KiB).
 const FIRST_SLOTS_MAX: usize = 1 << 16;
 
@@ -173,26 +184,15 @@ impl DCache {
     /// The pending state of `parent/name`, found among the pending names of
     /// its (parent, hash) without building a key.
     fn pending_of(&self, parent: Ino, hash: u64, name: &[u8]) -> Option<Pending> {
-        let lo = (parent, hash, Vec::new());
-        self.pending
-            .range((Bound::Included(lo), Bound::Unbounded))
-            .take_while(|((d, h, _), _)| *d == parent && *h == hash)
-            .find(|((_, _, n), _)| n.as_slice() == name)
-            .map(|(_, p)| *p)
+        find_name(&self.pending, parent, hash, name)
     }
 
     /// What the running commit writes for `parent/name`, if it writes it.
     fn committing_of(&self, parent: Ino, hash: u64, name: &[u8]) -> Option<Known> {
-        let lo = (parent, hash, Vec::new());
-        self.committing
-            .as_ref()?
-            .range((Bound::Included(lo), Bound::Unbounded))
-            .take_while(|((d, h, _), _)| *d == parent && *h == hash)
-            .find(|((_, _, n), _)| n.as_slice() == name)
-            .map(|(_, p)| Known::Yes {
-                child: p.child,
-                stored: p.child.is_some(),
-            })
+        find_name(self.committing.as_ref()?, parent, hash, name).map(|p| Known::Yes {
+            child: p.child,
+            stored: p.child.is_some(),
+        })
     }
 
     /// Whether a commit's names are between its drain and its hand-back:
