@@ -134,9 +134,10 @@ pub struct CommitCtl {
 impl State {
     /// Encodes every dirty item's final state into one batch and marks the
     /// items clean. Runs under the state lock. The pending names are taken
-    /// whole and returned apart: no cache holds them from here on, and the
-    /// commit encodes them into the batch after it let go of the lock
-    /// (`put_names`), while store readers wait for the batch.
+    /// whole and returned apart (lookups read them from the name cache's
+    /// `committing` table meanwhile): the commit encodes them into the
+    /// batch after it let go of the lock (`put_names`), while other store
+    /// readers wait for the batch.
     fn drain(&mut self) -> Result<Drained> {
         let stats = self.stats.clone();
         let mut items = Vec::new();
@@ -765,8 +766,9 @@ impl Engine {
                 Err(e) => return Err(self.stop(e)),
             };
             // From here until the batch is published, a reader that
-            // reaches the store waits for it (inflight.rs): what the drain
-            // took out of the caches is in no cache, and not yet staged.
+            // reaches the store waits for it (inflight.rs): the drain's
+            // records are in no cache and in no staged batch yet (names
+            // are read from the name cache's `committing` table).
             staging = self.store.begin_stage();
             // How long every request waited at most behind this commit.
             let held = locked.elapsed().as_micros() as u64;
