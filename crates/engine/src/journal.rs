@@ -5,10 +5,10 @@
 //! (`DirtyList`, one per part of the state, fs.rs; a set: an item is on it
 //! once, however often it changed, and the commit writes its final state;
 //! names are on the name cache's pending table instead). A commit
-//! drains every part's list under the state lock, held exclusively, encodes
-//! each inode's *final* state, takes the pending names whole and closes the
-//! store to readers (inflight.rs, `Staging`), releases the lock, puts the
-//! names into the batch and stages it as one (readers see it at once and go
+//! drains every part's list under the state lock, held exclusively, copies
+//! each inode's *final* record, takes the pending names whole and closes the
+//! store to readers (inflight.rs, `Staging`), releases the lock, encodes the
+//! records, puts the names into the batch and stages it as one (readers see it at once and go
 //! on), and only then applies the batch to the store and syncs it when
 //! durability was asked for: requests wait for the drain, never for the
 //! store's write, and only store readers wait for the names. After that the
@@ -60,9 +60,55 @@ const RECACHE_CHUNK: usize = 1024;
 /// lock (`Engine::hand_back`): about half a millisecond of work here.
 const REPIN_CHUNK: usize = 2048;
 
+/// A commit's batch while the drain fills it under the state lock. Inode
+/// records are copied there and encoded after the lock is let go
+/// (`Filling::finish`): each takes a placeholder op, so the batch's order
+/// is the drain's.
+#[derive(Default)]
+struct Filling {
+    batch: Batch,
+    /// (position of the record's placeholder in `batch`, inode, record).
+    records: Vec<(usize, Ino, InodeRecord)>,
+}
+
+impl Filling {
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.batch.put(key, value);
+    }
+
+    fn delete(&mut self, key: Vec<u8>) {
+        self.batch.delete(key);
+    }
+
+    /// `ino`'s record goes into the batch here, encoded by `finish`.
+    fn put_record(&mut self, ino: Ino, rec: InodeRecord) {
+        self.records.push((self.batch.len(), ino, rec));
+        self.batch.put(Vec::new(), Vec::new());
+    }
+
+    /// Encodes (and so validates) the records into their places. Runs
+    /// outside the state lock.
+    fn finish(self) -> Result<Batch> {
+        let Filling { mut batch, records } = self;
+        for (at, ino, rec) in records {
+            let crate::store::BatchOp::Put(k, v) = &mut batch.ops[at] else {
+                unreachable!("an inode record's place holds a delete");
+            };
+            assert!(
+                k.is_empty() && v.is_empty(),
+                "an inode record's place reused"
+            );
+            *v = rec.encode(ino)?;
+            *k = format::inode_key(ino);
+        }
+        Ok(batch)
+    }
+}
+
 /// What a drain took from the state (`State::drain`).
 struct Drained {
-    batch: Batch,
+    /// The batch, its inode records not yet encoded.
+    batch: Filling,
     /// The pending names, taken whole: `put_names` adds them to the batch.
     names: Arc<PendingNames>,
     /// The inodes the batch writes that are still cached: clean now, they
@@ -132,8 +178,9 @@ pub struct CommitCtl {
 }
 
 impl State {
-    /// Encodes every dirty item's final state into one batch and marks the
-    /// items clean. Runs under the state lock. The pending names are taken
+    /// Puts every dirty item's final state into one batch and marks the
+    /// items clean. Runs under the state lock. Inode records are copied,
+    /// and encoded after the lock is let go (`Filling::finish`). The pending names are taken
     /// whole and returned apart (lookups read them from the name cache's
     /// `committing` table meanwhile): the commit encodes them into the
     /// batch after it let go of the lock (`put_names`), while other store
@@ -144,14 +191,14 @@ impl State {
         for p in self.parts_mut() {
             items.extend(p.dirty.take(&stats));
         }
-        let mut batch = Batch::default();
+        let mut batch = Filling::default();
         Stats::add(&stats.commit_items, items.len() as u64);
         let mut committed_inodes = Vec::new();
         let mut scanned_frees = Vec::new();
         for item in items {
             match item {
                 Item::Inode(ino) => {
-                    self.drain_inode(ino, &mut batch, &mut scanned_frees)?;
+                    self.drain_inode(ino, &mut batch, &mut scanned_frees);
                     committed_inodes.push(ino);
                 }
                 Item::Block(ino, n) => {
@@ -181,7 +228,7 @@ impl State {
                         data.truncate(end);
                         format::validate_block(ino, &data)?;
                         batch.put(key, data);
-                        back_on_store(i, ino, &mut batch)?;
+                        back_on_store(i, ino, &mut batch);
                         i.blocks_on_store = true;
                     }
                 }
@@ -215,7 +262,7 @@ impl State {
                     } else {
                         batch.put(format::xattr_key(ino), format::encode_xattrs(ino, x)?);
                         i.xattrs_on_store = true;
-                        back_on_store(i, ino, &mut batch)?;
+                        back_on_store(i, ino, &mut batch);
                     }
                 }
             }
@@ -243,20 +290,15 @@ impl State {
         })
     }
 
-    /// Encodes inode `ino`'s final state into `batch`. A freed inode whose
+    /// Copies inode `ino`'s final state into `batch`. A freed inode whose
     /// blocks must be found by a scan of the store goes on `scanned_frees`
     /// instead: the commit deletes its records after it let go of the
     /// state lock (`Engine::delete_scanned`).
-    fn drain_inode(
-        &mut self,
-        ino: Ino,
-        batch: &mut Batch,
-        scanned_frees: &mut Vec<Ino>,
-    ) -> Result<()> {
+    fn drain_inode(&mut self, ino: Ino, batch: &mut Filling, scanned_frees: &mut Vec<Ino>) {
         // Missing: created and freed between two commits (`State::settle`).
         let part = crate::fs::part_mut(&mut self.parts, ino);
         let Some(i) = part.icache.peek_mut(ino) else {
-            return Ok(());
+            return;
         };
         i.dirty = false;
         if i.freed {
@@ -278,9 +320,7 @@ impl State {
                     // inode record, now with no link); the reclaim thread
                     // deletes its data in bounded batches, after this
                     // commit (it takes the commit lock first).
-                    let mut rec = i.rec.clone();
-                    rec.extra = None;
-                    batch.put(format::inode_key(ino), rec.encode(ino)?);
+                    batch.put_record(ino, record_without_extra(i));
                     if !i.unlinked_on_store {
                         batch.put(format::unlinked_key(ino), format::encode_unlinked());
                     }
@@ -293,7 +333,7 @@ impl State {
                 }
             }
             part.icache.remove(ino);
-            return Ok(());
+            return;
         }
         if unstored(i) {
             // Unlinked, and nothing of it but its inode record would be
@@ -308,9 +348,9 @@ impl State {
                 i.kept_out = true;
                 Stats::inc(&self.stats.unlinked_unstored);
             }
-            return Ok(());
+            return;
         }
-        put_inode(i, ino, batch)
+        put_inode(i, ino, batch);
     }
 }
 
@@ -359,35 +399,50 @@ fn unstored(i: &Inode) -> bool {
 /// A block or xattr record of `i` goes into `batch`: an unlinked inode the
 /// store did not hold (`unstored`) now has something a crash must reclaim,
 /// so its inode and `U` records go with it.
-fn back_on_store(i: &mut Inode, ino: Ino, batch: &mut Batch) -> Result<()> {
+fn back_on_store(i: &mut Inode, ino: Ino, batch: &mut Filling) {
     if i.rec.nlink == 0 && !i.unlinked_on_store {
-        put_inode(i, ino, batch)?;
+        put_inode(i, ino, batch);
     }
-    Ok(())
+}
+
+/// A copy of `i`'s record with no extra bytes, made without copying them
+/// (a regular file's bytes in memory are not the record's).
+fn record_without_extra(i: &mut Inode) -> InodeRecord {
+    let extra = i.rec.extra.take();
+    let rec = i.rec.clone();
+    i.rec.extra = extra;
+    rec
 }
 
 /// Adds the inode record to `batch`, with the `U` record an unlinked inode
 /// needs (or the deletion of one it no longer needs).
-fn put_inode(i: &mut Inode, ino: Ino, batch: &mut Batch) -> Result<()> {
-    let mut rec = i.rec.clone();
-    if rec.kind == FileKind::Regular {
-        rec.extra = None;
+fn put_inode(i: &mut Inode, ino: Ino, batch: &mut Filling) {
+    let rec = if i.rec.kind == FileKind::Regular {
+        let mut rec = record_without_extra(i);
         if rec.size <= INLINE_MAX {
-            let mut d = i.blocks.get(&0).cloned().unwrap_or_default();
-            d.resize(rec.size as usize, 0);
+            // The bytes travel inline: block 0, zero-filled to the size.
+            let size = rec.size as usize;
+            let mut d = Vec::with_capacity(size);
+            if let Some(b) = i.blocks.get(&0) {
+                d.extend_from_slice(&b[..b.len().min(size)]);
+            }
+            d.resize(size, 0);
             rec.extra = Some(d);
         }
-    }
-    batch.put(format::inode_key(ino), rec.encode(ino)?);
+        rec
+    } else {
+        i.rec.clone()
+    };
+    let nlink = rec.nlink;
+    batch.put_record(ino, rec);
     i.on_store = true;
-    if rec.nlink == 0 && !i.unlinked_on_store {
+    if nlink == 0 && !i.unlinked_on_store {
         batch.put(format::unlinked_key(ino), format::encode_unlinked());
         i.unlinked_on_store = true;
-    } else if rec.nlink > 0 && i.unlinked_on_store {
+    } else if nlink > 0 && i.unlinked_on_store {
         batch.delete(format::unlinked_key(ino));
         i.unlinked_on_store = false;
     }
-    Ok(())
 }
 
 impl Engine {
@@ -744,7 +799,7 @@ impl Engine {
     fn commit_locked(&self, ctl: &mut CommitCtl, sync: bool) -> Result<()> {
         let start = Instant::now();
         let seq;
-        let mut batch;
+        let filling;
         let names;
         let inodes;
         let scanned_frees;
@@ -757,7 +812,7 @@ impl Engine {
             seq = s.drained;
             self.drains.store(seq, Ordering::Release);
             Drained {
-                batch,
+                batch: filling,
                 names,
                 inodes,
                 scanned_frees,
@@ -776,10 +831,14 @@ impl Engine {
             Stats::add(&self.stats.commit_locked_us, held);
         }
         let staged = {
-            // A panic from here to the publication (the names, the scans,
-            // the sort) would lose the batch, whose items are marked clean
+            // A panic from here to the publication (the records, the
+            // names, the scans, the sort) would lose the batch, whose items are marked clean
             // already: the engine stops, as under the state lock.
             let _stop = crate::fs::PanicStop(self);
+            let mut batch = match filling.finish() {
+                Ok(b) => b,
+                Err(e) => return Err(self.stop(e)),
+            };
             put_names(&mut batch, &names);
             if let Err(e) = self.delete_scanned(&mut batch, &scanned_frees) {
                 // Readers waiting for the batch go on once `staging` is
@@ -1059,8 +1118,77 @@ fn committer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::MemStore;
+    use crate::store::{BatchOp, MemStore};
     use crate::types::Ctx;
+
+    fn record(kind: FileKind, size: u64) -> InodeRecord {
+        let now = Timespec::now();
+        InodeRecord {
+            kind,
+            perm: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            parent: Ino(0),
+            entries: 0,
+            has_xattrs: false,
+            extra: (size > 0).then(|| vec![1; size as usize]),
+        }
+    }
+
+    /// Records copied under the lock are encoded into the places the drain
+    /// gave them, between the ops around them, so that a later op on the
+    /// same key still wins when the batch is sorted.
+    #[test]
+    fn records_are_encoded_in_the_places_the_drain_gave_them() {
+        let mut f = Filling::default();
+        f.put(b"a".to_vec(), b"1".to_vec());
+        f.put_record(Ino(7), record(FileKind::Regular, 3));
+        f.delete(format::inode_key(Ino(9)));
+        f.put_record(Ino(9), record(FileKind::Regular, 0));
+        f.put_record(Ino(7), record(FileKind::Regular, 5));
+        let b = f.finish().unwrap();
+        let ops: Vec<(Vec<u8>, Option<InodeRecord>)> = b
+            .ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put(k, _) if k.as_slice() == b"a" => (k.clone(), None),
+                BatchOp::Put(k, v) => {
+                    let ino = if *k == format::inode_key(Ino(7)) {
+                        7
+                    } else {
+                        9
+                    };
+                    (k.clone(), Some(InodeRecord::decode(Ino(ino), v).unwrap()))
+                }
+                BatchOp::Delete(k) => (k.clone(), None),
+            })
+            .collect();
+        let keys: Vec<&[u8]> = ops.iter().map(|(k, _)| k.as_slice()).collect();
+        let (k7, k9) = (format::inode_key(Ino(7)), format::inode_key(Ino(9)));
+        assert_eq!(keys, [b"a".as_slice(), &k7, &k9, &k9, &k7]);
+        let sizes: Vec<Option<u64>> = ops
+            .iter()
+            .map(|(_, r)| r.as_ref().map(|r| r.size))
+            .collect();
+        assert_eq!(sizes, [None, Some(3), None, Some(0), Some(5)]);
+    }
+
+    /// A record that breaks its invariants fails the commit when it is
+    /// encoded, as it did under the lock.
+    #[test]
+    fn a_bad_record_fails_when_encoded() {
+        let mut f = Filling::default();
+        let mut bad = record(FileKind::Regular, 3);
+        bad.extra = Some(vec![0; 2]);
+        f.put_record(Ino(7), bad);
+        assert!(f.finish().is_err());
+    }
 
     /// A `U` record written by this mount (a file unlinked while open) is
     /// not an orphan: the reclaim leaves it and its data alone, then frees
