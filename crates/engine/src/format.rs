@@ -582,7 +582,7 @@ pub fn decode_truncate(ino: Ino, b: &[u8]) -> Result<(u64, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -601,7 +601,8 @@ mod tests {
         assert_eq!(decode_key(&truncate_key(ino)).unwrap(), Key::Truncate(ino));
     }
 
-    fn file(size: u64) -> InodeRecord {
+    /// A regular file's record of `size` bytes (inline up to `INLINE_MAX`).
+    pub(crate) fn file(size: u64) -> InodeRecord {
         InodeRecord {
             kind: FileKind::Regular,
             perm: 0o644,

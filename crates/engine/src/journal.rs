@@ -1118,28 +1118,9 @@ fn committer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::tests::file as record;
     use crate::store::{BatchOp, MemStore};
     use crate::types::Ctx;
-
-    fn record(kind: FileKind, size: u64) -> InodeRecord {
-        let now = Timespec::now();
-        InodeRecord {
-            kind,
-            perm: 0o644,
-            nlink: 1,
-            uid: 0,
-            gid: 0,
-            size,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            rdev: 0,
-            parent: Ino(0),
-            entries: 0,
-            has_xattrs: false,
-            extra: (size > 0).then(|| vec![1; size as usize]),
-        }
-    }
 
     /// Records copied under the lock are encoded into the places the drain
     /// gave them, between the ops around them, so that a later op on the
@@ -1148,10 +1129,10 @@ mod tests {
     fn records_are_encoded_in_the_places_the_drain_gave_them() {
         let mut f = Filling::default();
         f.put(b"a".to_vec(), b"1".to_vec());
-        f.put_record(Ino(7), record(FileKind::Regular, 3));
+        f.put_record(Ino(7), record(3));
         f.delete(format::inode_key(Ino(9)));
-        f.put_record(Ino(9), record(FileKind::Regular, 0));
-        f.put_record(Ino(7), record(FileKind::Regular, 5));
+        f.put_record(Ino(9), record(0));
+        f.put_record(Ino(7), record(5));
         let b = f.finish().unwrap();
         let ops: Vec<(Vec<u8>, Option<InodeRecord>)> = b
             .ops
@@ -1184,7 +1165,7 @@ mod tests {
     #[test]
     fn a_bad_record_fails_when_encoded() {
         let mut f = Filling::default();
-        let mut bad = record(FileKind::Regular, 3);
+        let mut bad = record(3);
         bad.extra = Some(vec![0; 2]);
         f.put_record(Ino(7), bad);
         assert!(f.finish().is_err());
