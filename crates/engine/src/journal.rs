@@ -4,19 +4,19 @@
 //! Every operation changes in-memory items and adds them to a dirty list
 //! (`DirtyList`, one per part of the state, fs.rs; a set: an item is on it
 //! once, however often it changed, and the commit writes its final state;
-//! names are on the name cache's pending table instead). A commit
-//! drains every part's list under the state lock, held exclusively, copies
-//! each inode's *final* record, takes the pending names whole and closes the
-//! store to readers (inflight.rs, `Staging`), releases the lock, encodes the
-//! records, puts the names into the batch and stages it as one (readers see it at once and go
-//! on), and only then applies the batch to the store and syncs it when
-//! durability was asked for: requests wait for the drain, never for the
-//! store's write, and only store readers wait for the names. After that the
-//! names it wrote go back into the name cache and the inodes it wrote onto
-//! the inode cache's idle list, a thousand or two per short hold of the
-//! lock (`Engine::hand_back`). A name created and removed between two commits
-//! leaves the pending table when it is removed (`State::set_name`): it never
-//! reaches the store.
+//! names are on the name cache's pending table instead). A commit drains
+//! every part's list under the state lock, held exclusively, copies each
+//! inode's *final* record, takes the pending names whole and closes the
+//! store to readers (inflight.rs, `Staging`), releases the lock, encodes
+//! the records, puts the names into the batch and stages it as one
+//! (readers see it at once and go on), and only then applies the batch to
+//! the store and syncs it when durability was asked for: requests wait for
+//! the drain, never for the store's write, and only store readers wait for
+//! the names. After that the names it wrote go back into the name cache
+//! and the inodes it wrote onto the inode cache's idle list, a thousand or
+//! two per short hold of the lock (`Engine::hand_back`). A name created and
+//! removed between two commits leaves the pending table when it is removed
+//! (`State::set_name`): it never reaches the store.
 //!
 //! Triggers: the committer thread every `commit_interval_ms`; fsync and
 //! fsyncdir at once (concurrent callers share one sync: a caller whose
@@ -180,11 +180,11 @@ pub struct CommitCtl {
 impl State {
     /// Puts every dirty item's final state into one batch and marks the
     /// items clean. Runs under the state lock. Inode records are copied,
-    /// and encoded after the lock is let go (`Filling::finish`). The pending names are taken
-    /// whole and returned apart (lookups read them from the name cache's
-    /// `committing` table meanwhile): the commit encodes them into the
-    /// batch after it let go of the lock (`put_names`), while other store
-    /// readers wait for the batch.
+    /// and encoded after the lock is let go (`Filling::finish`). The
+    /// pending names are taken whole and returned apart (lookups read them
+    /// from the name cache's `committing` table meanwhile): the commit
+    /// encodes them into the batch after it let go of the lock
+    /// (`put_names`), while other store readers wait for the batch.
     fn drain(&mut self) -> Result<Drained> {
         let stats = self.stats.clone();
         let mut items = Vec::new();
@@ -832,8 +832,9 @@ impl Engine {
         }
         let staged = {
             // A panic from here to the publication (the records, the
-            // names, the scans, the sort) would lose the batch, whose items are marked clean
-            // already: the engine stops, as under the state lock.
+            // names, the scans, the sort) would lose the batch, whose items
+            // are marked clean already: the engine stops, as under the
+            // state lock.
             let _stop = crate::fs::PanicStop(self);
             let mut batch = match filling.finish() {
                 Ok(b) => b,
