@@ -98,3 +98,50 @@ fn one_thread_never_parks() {
     assert_eq!(stat_of(&m, "worker_parks"), 0);
     assert_eq!(stat_of(&m, "workers_parked"), 0);
 }
+
+/// The scheduling policy (field 41 of /proc/PID/task/TID/stat) of each of
+/// the daemon's threads that serve requests, once `want` of them run.
+fn serving_policies(m: &Mount, want: usize) -> Vec<u32> {
+    let pid = m.child.as_ref().expect("mounted").id();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut found = Vec::new();
+        for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+            let comm = fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            if !comm.starts_with("churnfs-dev") && !comm.starts_with("churnfs-ring") {
+                continue;
+            }
+            let stat = fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            // Fields after the command's closing parenthesis start at 3.
+            let after = &stat[stat.rfind(')').expect("stat has a comm") + 1..];
+            let policy = after.split_whitespace().nth(41 - 3).expect("policy field");
+            found.push(policy.parse().unwrap());
+        }
+        if found.len() >= want {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} serving threads after 30 s, want {want}",
+            found.len()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn serving_threads_run_as_sched_batch_unless_turned_off() {
+    const SCHED_OTHER: u32 = 0;
+    const SCHED_BATCH: u32 = 3;
+    let m = Mount::new("threads=2");
+    let policies = serving_policies(&m, 2);
+    assert!(policies.iter().all(|&p| p == SCHED_BATCH), "{policies:?}");
+    assert_eq!(stat_of(&m, "sched_batch_threads"), policies.len() as u64);
+    assert_eq!(stat_of(&m, "sched_batch_refused"), 0);
+    drop(m);
+
+    let m = Mount::new("threads=2,batch_sched=0");
+    let policies = serving_policies(&m, 2);
+    assert!(policies.iter().all(|&p| p == SCHED_OTHER), "{policies:?}");
+    assert_eq!(stat_of(&m, "sched_batch_threads"), 0);
+}

@@ -24,6 +24,8 @@ Mount options (-o key=value,...; defaults in brackets):
                            serving thread polls for the next one before it sleeps
                            (with threads=1, after every request; 0: never;
                            at most 1000) [50]
+  batch_sched=0|1          serving threads run as SCHED_BATCH: a request does not
+                           preempt the task on its CPU (1), or may (0) [1]
   writeback_cache=0|1      kernel writeback cache [0]
   allow_other              let every user reach the mount
   permissions=auto|kernel|daemon
@@ -73,6 +75,7 @@ impl MountOpts {
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
                 "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
+                "batch_sched" => o.adapter.batch_sched = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
                 "uring" => {
@@ -128,9 +131,11 @@ mod tests {
     fn parses_known_and_refuses_unknown() {
         let o = MountOpts::parse(&[
             "commit_interval_ms=100,allow_other".into(),
-            "threads=3,spin_us=20".into(),
+            "threads=3,spin_us=20,batch_sched=0".into(),
         ])
         .unwrap();
+        assert!(!o.adapter.batch_sched);
+        assert!(MountOpts::parse(&[]).unwrap().adapter.batch_sched);
         assert_eq!(o.engine.commit_interval_ms, 100);
         assert!(o.adapter.allow_other);
         assert_eq!(o.adapter.threads, 3);

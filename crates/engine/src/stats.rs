@@ -118,6 +118,10 @@ stats! {
     worker_backlogs,
     worker_spin_hits,
     worker_spin_misses,
+    // serving threads (/dev/fuse readers and ring queue threads) that run
+    // as SCHED_BATCH, and those the kernel refused it (adapter)
+    sched_batch_threads,
+    sched_batch_refused,
     // FUSE over io_uring queues (adapter, ring.rs)
     ring_queues,
     ring_requests,

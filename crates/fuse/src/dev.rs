@@ -124,6 +124,7 @@ pub(crate) fn run(core: &Arc<Core>, session: BorrowedFd<'_>, threads: usize) -> 
 
 /// One reader: requests from `fd` until the connection ends.
 fn reader(core: &Core, fd: OwnedFd) -> io::Result<()> {
+    core.serving_thread_policy();
     crate::negative::defer_notes();
     let mut req = vec![0u8; READ_BUF];
     let mut out = vec![0u8; OUT_HEADER + MAX_IO as usize];

@@ -55,6 +55,12 @@ pub struct AdapterConfig {
     /// While one caller at a time is served, how long the serving thread
     /// polls for its next request after a reply (workers.rs; zero: never).
     pub spin: Duration,
+    /// Run the threads that serve requests (/dev/fuse readers, io_uring
+    /// queue threads) as `SCHED_BATCH`: a request they are woken for does
+    /// not take the CPU from the task running there, which goes on until it
+    /// blocks or its slice ends (docs/design.md §5, "Serving threads as
+    /// SCHED_BATCH").
+    pub batch_sched: bool,
     /// Let every user reach the mount (`allow_other`).
     pub allow_other: bool,
     /// Who checks permissions. When the kernel does, the daemon also asks
@@ -85,6 +91,7 @@ impl Default for AdapterConfig {
                 .map(|n| n.get())
                 .unwrap_or(2),
             spin: Duration::from_micros(50),
+            batch_sched: true,
             allow_other: false,
             permissions: Permissions::Auto,
             xattrs: false,
@@ -255,6 +262,27 @@ impl Adapter {
 }
 
 impl Core {
+    /// Called by each thread that serves requests, before its first one:
+    /// with `batch_sched` it becomes `SCHED_BATCH` (docs/design.md §5,
+    /// "Serving threads as SCHED_BATCH"). A refusal (a seccomp filter, say)
+    /// leaves it as it was, counted and logged: the mount serves the same.
+    pub(crate) fn serving_thread_policy(&self) {
+        if !self.cfg.batch_sched {
+            return;
+        }
+        let p = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sets the calling thread's policy; `p` outlives the call.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &p) } == 0 {
+            Stats::inc(&self.stats.sched_batch_threads);
+        } else {
+            Stats::inc(&self.stats.sched_batch_refused);
+            tracing::warn!(
+                "serving thread left at its policy: SCHED_BATCH refused ({})",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+
     /// Runs a permission check when the daemon checks permissions; the
     /// error is the errno to reply with.
     fn permit(

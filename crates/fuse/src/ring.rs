@@ -302,6 +302,7 @@ fn serve_queue(
     waiter: Waiter<'_>,
 ) -> std::io::Result<()> {
     pin(qid as usize);
+    core.serving_thread_policy();
     let Waiter {
         fd: wake_fd,
         answers,
