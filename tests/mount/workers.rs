@@ -134,10 +134,20 @@ fn serving_threads_run_as_sched_batch_unless_turned_off() {
     const SCHED_OTHER: u32 = 0;
     const SCHED_BATCH: u32 = 3;
     let m = Mount::new("threads=2");
+    // A reader counts itself after its policy is set: wait for both, so
+    // that none is read between its start and that call.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stat_of(&m, "sched_batch_threads") + stat_of(&m, "sched_batch_refused") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the readers never set their policy"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(stat_of(&m, "sched_batch_refused"), 0);
     let policies = serving_policies(&m, 2);
     assert!(policies.iter().all(|&p| p == SCHED_BATCH), "{policies:?}");
     assert_eq!(stat_of(&m, "sched_batch_threads"), policies.len() as u64);
-    assert_eq!(stat_of(&m, "sched_batch_refused"), 0);
     drop(m);
 
     let m = Mount::new("threads=2,batch_sched=0");
