@@ -256,3 +256,17 @@ pub fn stat_of(m: &Mount, key: &str) -> u64 {
             )
         })
 }
+
+/// The daemon's threads: each one's name (`comm`) and its
+/// `/proc/PID/task/TID` directory.
+pub fn daemon_threads(m: &Mount) -> Vec<(String, PathBuf)> {
+    let pid = m.child.as_ref().expect("daemon running").id();
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            Some((comm.trim().to_string(), t.path()))
+        })
+        .collect()
+}

@@ -4,7 +4,7 @@
 //! The test reads the parameter and does not change it (the conformance
 //! script's `uring` pass does, with the ring asked for explicitly).
 
-use crate::support::{stat_of, Mount};
+use crate::support::{daemon_threads, stat_of, Mount};
 use std::fs;
 
 fn offered() -> bool {
@@ -18,11 +18,9 @@ fn ring_requests(options: &str) -> (u64, bool) {
         fs::write(m.path(&format!("f{i}")), b"x").unwrap();
         assert!(fs::metadata(m.path(&format!("missing{i}"))).is_err());
     }
-    let pid = m.child.as_ref().expect("daemon running").id();
-    let queue_threads = fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|t| fs::read_to_string(t.unwrap().path().join("comm")).ok())
-        .any(|c| c.trim().starts_with("churnfs-ring"));
+    let queue_threads = daemon_threads(&m)
+        .iter()
+        .any(|(comm, _)| comm.starts_with("churnfs-ring"));
     (stat_of(&m, "ring_requests"), queue_threads)
 }
 

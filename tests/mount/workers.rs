@@ -4,7 +4,7 @@
 //! that waits for a commit (fsync) wakes it so that others are served
 //! meanwhile.
 
-use crate::support::{stat_of, Mount};
+use crate::support::{daemon_threads, stat_of, Mount};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -102,16 +102,14 @@ fn one_thread_never_parks() {
 /// The scheduling policy (field 41 of /proc/PID/task/TID/stat) of each of
 /// the daemon's threads that serve requests, once `want` of them run.
 fn serving_policies(m: &Mount, want: usize) -> Vec<u32> {
-    let pid = m.child.as_ref().expect("mounted").id();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut found = Vec::new();
-        for t in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
-            let comm = fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        for (comm, task) in daemon_threads(m) {
             if !comm.starts_with("churnfs-dev") && !comm.starts_with("churnfs-ring") {
                 continue;
             }
-            let stat = fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let stat = fs::read_to_string(task.join("stat")).unwrap_or_default();
             // Fields after the command's closing parenthesis start at 3.
             let after = &stat[stat.rfind(')').expect("stat has a comm") + 1..];
             let policy = after.split_whitespace().nth(41 - 3).expect("policy field");
