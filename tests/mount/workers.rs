@@ -1,8 +1,8 @@
 //! Worker threads (crates/fuse/src/workers.rs): while one caller at a time
-//! sends requests, the spare worker parks and one thread reads them all;
-//! a second caller's request queued behind the first wakes it; a request
-//! that waits for a commit (fsync) wakes it so that others are served
-//! meanwhile.
+//! sends requests, `lone_readers` threads (default 2) go on reading and the
+//! spares beyond them park; a second caller's request queued behind the
+//! first wakes one; a request that waits for a commit (fsync) wakes one so
+//! that others are served meanwhile.
 
 use crate::support::{daemon_threads, stat_of, Mount};
 use std::fs;
@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Stats missing names in `dir` from this thread until the spare parks.
+/// Stats missing names in `dir` from this thread until a spare parks.
 fn serial_until_parked(m: &Mount, dir: &Path, n: &mut u64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -27,7 +27,7 @@ fn serial_until_parked(m: &Mount, dir: &Path, n: &mut u64) {
 
 #[test]
 fn one_caller_leaves_the_spare_parked_and_a_second_wakes_it() {
-    let m = Mount::new("threads=2");
+    let m = Mount::new("threads=2,lone_readers=1");
     let dir = m.path("d");
     fs::create_dir(&dir).unwrap();
     let mut n = 0;
@@ -66,7 +66,7 @@ fn one_caller_leaves_the_spare_parked_and_a_second_wakes_it() {
 
 #[test]
 fn a_request_waiting_for_a_commit_wakes_the_spare() {
-    let m = Mount::new("threads=2");
+    let m = Mount::new("threads=2,lone_readers=1");
     let dir = m.path("d");
     fs::create_dir(&dir).unwrap();
     let mut f = fs::File::create(dir.join("f")).unwrap();
@@ -82,6 +82,36 @@ fn a_request_waiting_for_a_commit_wakes_the_spare() {
             break;
         }
         assert!(attempt < 20, "fsync never woke the parked spare");
+    }
+}
+
+#[test]
+fn two_readers_stay_awake_for_one_caller_by_default() {
+    // Two threads, the default `lone_readers=2`: nobody parks, however
+    // long one caller goes on alone.
+    let m = Mount::new("threads=2");
+    for i in 0..5_000 {
+        assert!(fs::metadata(m.path(&format!("miss-{i}"))).is_err());
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..5_000 {
+        assert!(fs::metadata(m.path(&format!("again-{i}"))).is_err());
+    }
+    assert_eq!(stat_of(&m, "worker_parks"), 0);
+    assert_eq!(stat_of(&m, "workers_parked"), 0);
+
+    // Three threads: the third parks, the first two do not.
+    let m = Mount::new("threads=3");
+    let dir = m.path("d");
+    fs::create_dir(&dir).unwrap();
+    let mut n = 0;
+    serial_until_parked(&m, &dir, &mut n);
+    for _ in 0..20 {
+        for _ in 0..500 {
+            assert!(fs::metadata(dir.join(format!("miss-{n}"))).is_err());
+            n += 1;
+        }
+        assert!(stat_of(&m, "workers_parked") <= 1, "an awake reader parked");
     }
 }
 

@@ -20,9 +20,13 @@ Mount options (-o key=value,...; defaults in brackets):
   kernel_negative_max=N    negative dentries the kernel may keep for this mount;
                            beyond it the oldest are invalidated (0: no limit) [10000]
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
-  spin_us=N                while one process at a time sends requests, how long the
-                           serving thread polls for the next one before it sleeps
-                           (with threads=1, after every request; 0: never;
+  lone_readers=N           worker threads that stay reading while one process at
+                           a time sends requests; the others wait until requests
+                           queue (at most threads) [2]
+  spin_us=N                with lone_readers=1, while one process at a time sends
+                           requests, how long the serving thread polls for the
+                           next one before it sleeps (with threads=1, after every
+                           request; over io_uring, every queue thread; 0: never;
                            at most 1000) [50]
   batch_sched=0|1          serving threads run as SCHED_BATCH: a request does not
                            preempt the task on its CPU (1), or may (0) [1]
@@ -74,6 +78,7 @@ impl MountOpts {
                 "negative_ttl_ms" => o.adapter.negative_ttl = Duration::from_millis(num(k, v)?),
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
                 "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
+                "lone_readers" => o.adapter.lone_readers = num(k, v)?.clamp(1, 64) as usize,
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
                 "batch_sched" => o.adapter.batch_sched = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
@@ -131,9 +136,11 @@ mod tests {
     fn parses_known_and_refuses_unknown() {
         let o = MountOpts::parse(&[
             "commit_interval_ms=100,allow_other".into(),
-            "threads=3,spin_us=20,batch_sched=0".into(),
+            "threads=3,spin_us=20,batch_sched=0,lone_readers=1".into(),
         ])
         .unwrap();
+        assert_eq!(o.adapter.lone_readers, 1);
+        assert_eq!(MountOpts::parse(&[]).unwrap().adapter.lone_readers, 2);
         assert!(!o.adapter.batch_sched);
         assert!(MountOpts::parse(&[]).unwrap().adapter.batch_sched);
         assert_eq!(o.engine.commit_interval_ms, 100);

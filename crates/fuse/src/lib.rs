@@ -52,8 +52,14 @@ pub struct AdapterConfig {
     pub writeback_cache: bool,
     /// Worker threads, each reading its own cloned /dev/fuse descriptor.
     pub threads: usize,
-    /// While one caller at a time is served, how long the serving thread
-    /// polls for its next request after a reply (workers.rs; zero: never).
+    /// How many of them stay reading while one caller at a time sends
+    /// requests; the others park until requests queue (workers.rs,
+    /// docs/design.md "Worker threads").
+    pub lone_readers: usize,
+    /// While one caller at a time is served by one reader (`lone_readers`
+    /// 1, or one thread), how long that thread polls for its next request
+    /// after a reply (workers.rs; zero: never). The io_uring queue threads
+    /// poll their queues as long (ring.rs).
     pub spin: Duration,
     /// Run the threads that serve requests (/dev/fuse readers, io_uring
     /// queue threads) as `SCHED_BATCH`: a request they are woken for does
@@ -90,6 +96,7 @@ impl Default for AdapterConfig {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
+            lone_readers: 2,
             spin: Duration::from_micros(50),
             batch_sched: true,
             allow_other: false,
@@ -241,7 +248,12 @@ impl Adapter {
             Some(Box::new(EngineDirs(engine.clone()))),
         ));
         let checks = cfg.daemon_checks();
-        let workers = Arc::new(Workers::new(cfg.threads.max(1), cfg.spin, stats.clone()));
+        let workers = Arc::new(Workers::new(
+            cfg.threads.max(1),
+            cfg.lone_readers,
+            cfg.spin,
+            stats.clone(),
+        ));
         let w = workers.clone();
         engine.on_wait(Box::new(move || w.before_wait()));
         Adapter {

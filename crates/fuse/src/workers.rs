@@ -1,22 +1,28 @@
-//! Which worker threads wait on /dev/fuse: one while requests come one at
-//! a time, more when they queue.
+//! Which worker threads wait on /dev/fuse: `awake` of them (`-o
+//! lone_readers`, default 2) while requests come one at a time, all of
+//! them when they queue.
 //!
 //! The kernel hands each request to the reader that has waited longest
 //! (the readers of one connection share one wait queue, cloned descriptors
 //! included). With two readers and one caller at a time, requests
-//! therefore alternate between the two threads, and each is woken cold;
-//! on this project's 2-core machine that costs 4–5 µs per request against
-//! one reader (docs/design.md, "Worker threads"). So the spare threads
+//! therefore alternate between the two threads. Whether that costs or pays
+//! depends on the host (docs/design.md, "Worker threads"): on the machine
+//! this was first built on, each alternate reader was woken cold, 4–5 µs
+//! per request more than one reader; on the machine of 2026-11-27 the
+//! alternating pair keeps the caller and its serving thread on one CPU,
+//! and W3 at P=1 ran 2.2× as fast as one reader that spins. So `awake`
+//! readers stay in read for a lone caller, and the spares beyond them
 //! park while nothing queues:
 //!
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
 //!   on its own behalf (pid 0, such as the RELEASE after a close, which
 //!   overlaps its caller's next request by design) are not callers.
-//! - A spare (every thread but the first to serve a request) parks after a
-//!   request when no two callers have been seen for `IDLE`. A parked
-//!   thread reads nothing until woken, or until `PATROL` has passed (then
-//!   it goes back to reading, which is also how it sees the session end).
+//! - A spare (every thread after the first `awake` to serve a request)
+//!   parks after a request when no two callers have been seen for `IDLE`.
+//!   A parked thread reads nothing until woken, or until `PATROL` has
+//!   passed (then it goes back to reading, which is also how it sees the
+//!   session end).
 //! - Waking, while a spare is parked: after each request its thread polls
 //!   a duplicate of the session's descriptor with a zero timeout. A request
 //!   already pending may be the same caller's next one (it was quicker than
@@ -28,22 +34,24 @@
 //!   (fsync, push-back, a store write in flight): a parked spare is woken
 //!   so that other callers are served meanwhile.
 //!
-//! - Spinning for a lone caller's next request: while one caller at a time
-//!   is served, the first thread (which never parks), after a reply,
-//!   polls for the next request for up to `spin` (`-o spin_us`) before it
-//!   goes back to sleep in read. A caller that sends its next request
-//!   within that time then finds the thread awake: no wake-up of a thread
-//!   on an idle CPU (on a VM, an interrupt to a halted vCPU;
-//!   docs/design.md, "Worker threads"). A spin that catches nothing makes
-//!   the thread skip spinning for the next `SPIN_BACKOFF_MIN` requests,
-//!   doubling up to `SPIN_BACKOFF_MAX` while spins keep missing, so a
-//!   caller that pauses between requests costs at most one spin per that
-//!   many requests.
+//! - Spinning for a lone caller's next request, only when one reader stays
+//!   awake (`awake` 1, or one thread in all): while one caller at a time
+//!   is served, that thread, after a reply, polls for the next request for
+//!   up to `spin` (`-o spin_us`) before it goes back to sleep in read. A
+//!   caller that sends its next request within that time then finds the
+//!   thread awake: no wake-up of a thread on an idle CPU (on a VM, an
+//!   interrupt to a halted vCPU; docs/design.md, "Worker threads"). A spin
+//!   that catches nothing makes the thread skip spinning for the next
+//!   `SPIN_BACKOFF_MIN` requests, doubling up to `SPIN_BACKOFF_MAX` while
+//!   spins keep missing, so a caller that pauses between requests costs at
+//!   most one spin per that many requests. With two readers awake a spin
+//!   would catch nothing: the request it sees pending goes to the other
+//!   reader, asleep in read.
 //!
 //!   With one thread (`-o threads=1`) there is no spare to park, and that
 //!   thread spins after every reply, whoever sent it.
 //!
-//! Bound: at most `threads - 1` parked, at most one thread spinning;
+//! Bound: at most `threads - awake` parked, at most one thread spinning;
 //! gauge `workers_parked`, counters `worker_parks`, `worker_wakes`,
 //! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`.
 
@@ -98,7 +106,10 @@ struct Parked {
 
 pub struct Workers {
     id: u64,
-    /// Spares park only if there are any (threads > 1).
+    threads: usize,
+    /// Readers that stay awake while one caller at a time is served.
+    awake: usize,
+    /// Spares park only if there are any (threads > awake).
     gate: bool,
     probe: OnceLock<OwnedFd>,
     next: AtomicUsize,
@@ -113,7 +124,8 @@ pub struct Workers {
     stats: Arc<Stats>,
     idle: Duration,
     patrol: Duration,
-    /// Longest spin for a lone caller's next request (zero: none).
+    /// Longest spin for a lone caller's next request (zero: none; only
+    /// with one reader awake).
     spin: Duration,
 }
 
@@ -130,16 +142,30 @@ impl Drop for Turn<'_> {
 }
 
 impl Workers {
-    pub fn new(threads: usize, spin: Duration, stats: Arc<Stats>) -> Workers {
-        let mut w = Workers::with_times(threads, stats, IDLE, PATROL);
-        w.spin = spin;
+    /// A pool of `threads` readers, `awake` of which (at least one, at most
+    /// all) stay reading while one caller at a time is served.
+    pub fn new(threads: usize, awake: usize, spin: Duration, stats: Arc<Stats>) -> Workers {
+        let mut w = Workers::with_times(threads, awake, stats, IDLE, PATROL);
+        if w.awake == 1 {
+            w.spin = spin;
+        }
         w
     }
 
-    fn with_times(threads: usize, stats: Arc<Stats>, idle: Duration, patrol: Duration) -> Workers {
+    fn with_times(
+        threads: usize,
+        awake: usize,
+        stats: Arc<Stats>,
+        idle: Duration,
+        patrol: Duration,
+    ) -> Workers {
+        let threads = threads.max(1);
+        let awake = awake.clamp(1, threads);
         Workers {
             id: NEXT_POOL.fetch_add(1, Relaxed),
-            gate: threads > 1,
+            threads,
+            awake,
+            gate: threads > awake,
             probe: OnceLock::new(),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
@@ -225,8 +251,9 @@ impl Workers {
     fn after_request(&self, pid: u32) {
         let mut l = self.local();
         if !self.gate {
-            // The only thread: nobody parks, and it spins for whoever
-            // sends next (a request already pending ends the spin at once).
+            // Nobody parks. A thread alone (the spin is zero unless one
+            // reader stays awake) spins for whoever sends next (a request
+            // already pending ends the spin at once).
             if !self.spin.is_zero() {
                 self.spin_for_next(&mut l);
                 LOCAL.with(|c| c.set(l));
@@ -244,9 +271,9 @@ impl Workers {
         if quiet < self.idle.as_micros() as u64 {
             return;
         }
-        if l.index > 0 {
+        if l.index >= self.awake {
             self.park();
-        } else if !self.spin.is_zero() {
+        } else if l.index == 0 && !self.spin.is_zero() {
             self.spin_for_next(&mut l);
             LOCAL.with(|c| c.set(l));
         }
@@ -299,8 +326,11 @@ impl Workers {
         let mut p = self.parked.lock().unwrap_or_else(|e| e.into_inner());
         p.threads += 1;
         assert!(
-            p.threads < self.next.load(Relaxed),
-            "every worker thread parked"
+            p.threads <= self.threads - self.awake && p.threads < self.next.load(Relaxed),
+            "{} of {} worker threads parked, {} must stay awake",
+            p.threads,
+            self.threads,
+            self.awake
         );
         self.parked_now.store(p.threads, Relaxed);
         Stats::set(&self.stats.workers_parked, p.threads as u64);
@@ -335,7 +365,7 @@ mod tests {
     /// can.
     fn patient() -> (Arc<Stats>, Arc<Workers>) {
         let stats = Arc::new(Stats::default());
-        let w = Workers::with_times(2, stats.clone(), IDLE, Duration::from_secs(3600));
+        let w = Workers::with_times(2, 1, stats.clone(), IDLE, Duration::from_secs(3600));
         (stats, Arc::new(w))
     }
 
@@ -370,7 +400,7 @@ mod tests {
     #[test]
     fn a_parked_spare_reads_again_after_its_patrol() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, Duration::ZERO, stats.clone()));
+        let w = Arc::new(Workers::new(2, 1, Duration::ZERO, stats.clone()));
         // Nobody wakes it: the join returns once its patrol has passed.
         park_a_spare(&w, &stats).join().unwrap();
         assert_eq!(stats.worker_parks.load(Relaxed), 1);
@@ -431,7 +461,7 @@ mod tests {
     #[test]
     fn two_callers_keep_a_spare_reading() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, Duration::ZERO, stats.clone()));
+        let w = Arc::new(Workers::new(2, 1, Duration::ZERO, stats.clone()));
         drop(w.turn(7));
         let w2 = w.clone();
         std::thread::spawn(move || {
@@ -451,7 +481,7 @@ mod tests {
     fn spinning(spin: Duration) -> (Arc<Stats>, Workers, OwnedFd, OwnedFd) {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(2, spin, stats.clone());
+        let w = Workers::new(2, 1, spin, stats.clone());
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         // A new pool has seen no caller for less than IDLE.
@@ -511,7 +541,7 @@ mod tests {
     fn a_lone_thread_spins_too() {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, Duration::from_secs(3600), stats.clone());
+        let w = Workers::new(1, 2, Duration::from_secs(3600), stats.clone());
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         // A spin of an hour ends only because a request is pending, from
@@ -525,9 +555,72 @@ mod tests {
     }
 
     #[test]
+    fn two_readers_stay_awake_for_a_lone_caller_and_neither_spins() {
+        use std::os::fd::AsFd;
+        let stats = Arc::new(Stats::default());
+        // The default: two threads, both awake. A spin of an hour would
+        // catch the pending request at once and count a hit.
+        let w = Arc::new(Workers::new(2, 2, Duration::from_secs(3600), stats.clone()));
+        let (rx, tx) = pipe();
+        w.watch(rx.as_fd()).unwrap();
+        make_pending(&tx);
+        std::thread::sleep(IDLE);
+        drop(w.turn(7));
+        let w2 = w.clone();
+        std::thread::spawn(move || {
+            for _ in 0..3 {
+                drop(w2.turn(7));
+            }
+        })
+        .join()
+        .unwrap();
+        drop(w.turn(7));
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 0);
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn spares_beyond_the_awake_readers_park() {
+        let stats = Arc::new(Stats::default());
+        let w = Arc::new(Workers::with_times(
+            3,
+            2,
+            stats.clone(),
+            IDLE,
+            Duration::from_secs(3600),
+        ));
+        std::thread::sleep(IDLE);
+        // The first two threads to serve stay awake.
+        drop(w.turn(7));
+        let w2 = w.clone();
+        let second = std::thread::spawn(move || drop(w2.turn(7)));
+        while !second.is_finished() && stats.worker_parks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        let parked = stats.worker_parks.load(Relaxed);
+        if parked > 0 {
+            w.before_wait();
+        }
+        second.join().unwrap();
+        assert_eq!(parked, 0, "the second reader parked");
+        // The third parks until a wait wakes it.
+        let w3 = w.clone();
+        let spare = std::thread::spawn(move || drop(w3.turn(7)));
+        while stats.worker_parks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(stats.workers_parked.load(Relaxed), 1);
+        w.before_wait();
+        spare.join().unwrap();
+        assert_eq!(stats.worker_wakes.load(Relaxed), 1);
+        assert_eq!(stats.workers_parked.load(Relaxed), 0);
+    }
+
+    #[test]
     fn one_thread_never_parks() {
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, Duration::ZERO, stats.clone());
+        let w = Workers::new(1, 2, Duration::ZERO, stats.clone());
         for _ in 0..3 {
             drop(w.turn(1));
         }
