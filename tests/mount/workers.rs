@@ -1,5 +1,5 @@
 //! Worker threads (crates/fuse/src/workers.rs): while one caller at a time
-//! sends requests, `lone_readers` threads (default 2) go on reading and the
+//! sends requests, `lone_readers` threads (default 1) go on reading and the
 //! spares beyond them park; a second caller's request queued behind the
 //! first wakes one; a request that waits for a commit (fsync) wakes one so
 //! that others are served meanwhile.
@@ -86,10 +86,10 @@ fn a_request_waiting_for_a_commit_wakes_the_spare() {
 }
 
 #[test]
-fn two_readers_stay_awake_for_one_caller_by_default() {
-    // Two threads, the default `lone_readers=2`: nobody parks, however
-    // long one caller goes on alone.
-    let m = Mount::new("threads=2");
+fn with_lone_readers_2_two_readers_stay_awake_for_one_caller() {
+    // Two threads, both awake: nobody parks, however long one caller goes
+    // on alone.
+    let m = Mount::new("threads=2,lone_readers=2");
     for i in 0..5_000 {
         assert!(fs::metadata(m.path(&format!("miss-{i}"))).is_err());
     }
@@ -99,9 +99,10 @@ fn two_readers_stay_awake_for_one_caller_by_default() {
     }
     assert_eq!(stat_of(&m, "worker_parks"), 0);
     assert_eq!(stat_of(&m, "workers_parked"), 0);
+    assert_eq!(stat_of(&m, "worker_spin_hits"), 0, "two readers never spin");
 
     // Three threads: the third parks, the first two do not.
-    let m = Mount::new("threads=3");
+    let m = Mount::new("threads=3,lone_readers=2");
     let dir = m.path("d");
     fs::create_dir(&dir).unwrap();
     let mut n = 0;

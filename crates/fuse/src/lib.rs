@@ -54,7 +54,8 @@ pub struct AdapterConfig {
     pub threads: usize,
     /// How many of them stay reading while one caller at a time sends
     /// requests; the others park until requests queue (workers.rs,
-    /// docs/design.md "Worker threads").
+    /// docs/design.md "Worker threads"). One by default: two are faster
+    /// for a caller that waits for each answer, and half as fast for tar.
     pub lone_readers: usize,
     /// While one caller at a time is served by one reader (`lone_readers`
     /// 1, or one thread), how long that thread polls for its next request
@@ -96,7 +97,7 @@ impl Default for AdapterConfig {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
-            lone_readers: 2,
+            lone_readers: 1,
             spin: Duration::from_micros(50),
             batch_sched: true,
             allow_other: false,

@@ -1,18 +1,19 @@
 //! Which worker threads wait on /dev/fuse: `awake` of them (`-o
-//! lone_readers`, default 2) while requests come one at a time, all of
+//! lone_readers`, default 1) while requests come one at a time, all of
 //! them when they queue.
 //!
 //! The kernel hands each request to the reader that has waited longest
 //! (the readers of one connection share one wait queue, cloned descriptors
 //! included). With two readers and one caller at a time, requests
-//! therefore alternate between the two threads. Whether that costs or pays
-//! depends on the host (docs/design.md, "Worker threads"): on the machine
-//! this was first built on, each alternate reader was woken cold, 4–5 µs
-//! per request more than one reader; on the machine of 2026-11-27 the
-//! alternating pair keeps the caller and its serving thread on one CPU,
-//! and W3 at P=1 ran 2.2× as fast as one reader that spins. So `awake`
-//! readers stay in read for a lone caller, and the spares beyond them
-//! park while nothing queues:
+//! therefore alternate between the two threads. What that costs depends
+//! on the host and the caller (docs/design.md, "Worker threads"): on the
+//! machine this was first built on, each alternate reader was woken cold,
+//! 4–5 µs per request more than one reader. On the machine of 2026-11-27
+//! the alternating pair kept a caller that waits for each answer on one
+//! CPU with its serving thread (W3 at P=1 2.2× as fast as one reader that
+//! spins), but tar, whose every close sends a RELEASE it does not wait
+//! for, ran half as fast. So one reader stays in read for a lone caller by
+//! default, and the spares beyond the `awake` park while nothing queues:
 //!
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
@@ -558,7 +559,7 @@ mod tests {
     fn two_readers_stay_awake_for_a_lone_caller_and_neither_spins() {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        // The default: two threads, both awake. A spin of an hour would
+        // Two threads, both awake. A spin of an hour would
         // catch the pending request at once and count a hit.
         let w = Arc::new(Workers::new(2, 2, Duration::from_secs(3600), stats.clone()));
         let (rx, tx) = pipe();
