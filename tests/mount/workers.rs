@@ -184,3 +184,25 @@ fn serving_threads_run_as_sched_batch_unless_turned_off() {
     assert!(policies.iter().all(|&p| p == SCHED_OTHER), "{policies:?}");
     assert_eq!(stat_of(&m, "sched_batch_threads"), 0);
 }
+
+#[test]
+fn the_store_works_on_half_the_cores() {
+    // fjall's background workers, named `fjall:worker`: half the cores, at
+    // least one (docs/design.md §10).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let want = churnfs_engine::store_workers(cores);
+    let m = Mount::new("");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = daemon_threads(&m)
+            .iter()
+            .filter(|(comm, _)| comm.starts_with("fjall:worker"))
+            .count();
+        if n >= want {
+            assert_eq!(n, want, "{cores} cores");
+            return;
+        }
+        assert!(Instant::now() < deadline, "{n} store workers after 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

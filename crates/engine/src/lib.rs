@@ -20,5 +20,5 @@ pub mod unlinked;
 
 pub use error::{EngineError, Result, StoreError};
 pub use fs::{Engine, EngineConfig};
-pub use store::{FjallStore, KvStore, MemStore};
+pub use store::{store_workers, FjallStore, KvStore, MemStore};
 pub use types::*;
