@@ -100,7 +100,8 @@ pub const KV_SEPARATION_BYTES: u32 = 16 << 10;
 /// machine of `cores` CPUs: half of them, at least one and at most fjall's
 /// own cap of four. fjall's default is every core up to four, and on two
 /// cores its two workers could take both CPUs from the threads that answer
-/// requests: with one, W5 ran 11 % and W4 7 % faster (docs/design.md §10).
+/// requests: with one, W5 ran 10 % faster, W2, W3 and W4 as fast
+/// (docs/design.md §10).
 pub fn store_workers(cores: usize) -> usize {
     (cores / 2).clamp(1, 4)
 }

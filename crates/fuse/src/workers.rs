@@ -11,9 +11,11 @@
 //! 4–5 µs per request more than one reader. On the machine of 2026-11-27
 //! the alternating pair kept a caller that waits for each answer on one
 //! CPU with its serving thread (W3 at P=1 2.2× as fast as one reader that
-//! spins), but tar, whose every close sends a RELEASE it does not wait
-//! for, ran half as fast. So one reader stays in read for a lone caller by
-//! default, and the spares beyond the `awake` park while nothing queues:
+//! spins), but tar ran half as fast: its replies waited for a reader to be
+//! woken while the store's workers held both CPUs, where one spinning
+//! reader is already running. So one reader stays in read for a lone
+//! caller by default, and the spares beyond the `awake` park while nothing
+//! queues:
 //!
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
