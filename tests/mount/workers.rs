@@ -85,20 +85,26 @@ fn a_request_waiting_for_a_commit_wakes_the_spare() {
     }
 }
 
+/// One caller stats `before` missing names, pauses past the workers' idle
+/// time, stats `after` more; then nobody may have parked.
+fn alone_nobody_parks(m: &Mount, before: u64, after: u64) {
+    for i in 0..before {
+        assert!(fs::metadata(m.path(&format!("miss-{i}"))).is_err());
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..after {
+        assert!(fs::metadata(m.path(&format!("again-{i}"))).is_err());
+    }
+    assert_eq!(stat_of(m, "worker_parks"), 0);
+    assert_eq!(stat_of(m, "workers_parked"), 0);
+}
+
 #[test]
 fn with_lone_readers_2_two_readers_stay_awake_for_one_caller() {
     // Two threads, both awake: nobody parks, however long one caller goes
     // on alone.
     let m = Mount::new("threads=2,lone_readers=2");
-    for i in 0..5_000 {
-        assert!(fs::metadata(m.path(&format!("miss-{i}"))).is_err());
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    for i in 0..5_000 {
-        assert!(fs::metadata(m.path(&format!("again-{i}"))).is_err());
-    }
-    assert_eq!(stat_of(&m, "worker_parks"), 0);
-    assert_eq!(stat_of(&m, "workers_parked"), 0);
+    alone_nobody_parks(&m, 5_000, 5_000);
     assert_eq!(stat_of(&m, "worker_spin_hits"), 0, "two readers never spin");
 
     // Three threads: the third parks, the first two do not.
@@ -118,16 +124,7 @@ fn with_lone_readers_2_two_readers_stay_awake_for_one_caller() {
 
 #[test]
 fn one_thread_never_parks() {
-    let m = Mount::new("threads=1");
-    for i in 0..2_000 {
-        assert!(fs::metadata(m.path(&format!("miss-{i}"))).is_err());
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    for i in 0..100 {
-        assert!(fs::metadata(m.path(&format!("again-{i}"))).is_err());
-    }
-    assert_eq!(stat_of(&m, "worker_parks"), 0);
-    assert_eq!(stat_of(&m, "workers_parked"), 0);
+    alone_nobody_parks(&Mount::new("threads=1"), 2_000, 100);
 }
 
 /// The scheduling policy (field 41 of /proc/PID/task/TID/stat) of each of
