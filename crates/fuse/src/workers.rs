@@ -276,7 +276,8 @@ impl Workers {
         }
         if l.index >= self.awake {
             self.park();
-        } else if l.index == 0 && !self.spin.is_zero() {
+        } else if !self.spin.is_zero() {
+            // Only with one reader awake (`new`): this is it.
             self.spin_for_next(&mut l);
             LOCAL.with(|c| c.set(l));
         }
