@@ -143,6 +143,20 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
                 format!("closes/s, N={}", short_n(hi)),
                 High,
             ));
+            // The smallest N too: the level every target can hold
+            // (passthrough_ll stops near 10,000 open files).
+            if lo != hi {
+                v.push(col(
+                    format!("n{lo}_open_per_s"),
+                    format!("opens/s, N={}", short_n(lo)),
+                    High,
+                ));
+                v.push(col(
+                    format!("n{lo}_close_per_s"),
+                    format!("closes/s, N={}", short_n(lo)),
+                    High,
+                ));
+            }
             v.push(col("umount_s", "umount s", Low));
             v.push(col("daemon_exit_s", "daemon exit s", Low));
             v
@@ -370,6 +384,13 @@ fn notes(a: &Agg, w: &str, size: &Size) -> String {
             }
         }
         if w == "w1" {
+            if let (Some(at), Some(why)) = (a.median("failed_at_n"), a.text.get("failed_why")) {
+                n.push(format!(
+                    "N ≥ {} failed: {}",
+                    fmt_val(at),
+                    why.replace('_', " ")
+                ));
+            }
             if let (Some(c), Some(p)) =
                 (a.median("capped_before_n"), a.median("capped_predicted_s"))
             {
@@ -541,6 +562,8 @@ pub fn markdown(meta: &Meta, records: &[Record], plots: &[(String, String)]) -> 
                 Some(v) => fmt_val(v),
                 None if a.skipped.is_some() && a.failed.is_none() => "n/a".into(),
                 None if a.runs == 0 => " ".into(),
+                // Ran, but stopped before the headline's level (W1).
+                None if a.ok > 0 => "partial".into(),
                 None => "failed".into(),
             };
             let _ = write!(row, " {txt} |");
@@ -549,7 +572,8 @@ pub fn markdown(meta: &Meta, records: &[Record], plots: &[(String, String)]) -> 
     }
     let _ = writeln!(
         s,
-        "\nIn parentheses: churnfs/peer. `n/a`: the workload does not apply (see its table).\n"
+        "\nIn parentheses: churnfs/peer. `n/a`: the workload does not apply; `partial`: it stopped \
+         before the headline's level (see its table).\n"
     );
 
     // History ratios: does the cost grow with what came before?
@@ -742,6 +766,34 @@ mod tests {
         assert!(md.contains("0.500×"), "{md}");
         assert!(md.contains("not installed"), "{md}");
         assert!(md.contains("![W7](p/w7-stat.png)"), "{md}");
+    }
+
+    #[test]
+    fn a_w1_that_stops_at_a_level_keeps_the_levels_before() {
+        let size = Size::get("reference").unwrap();
+        let records = vec![rec(
+            "w1",
+            "passthrough_ll",
+            1,
+            &[
+                ("n1000_open_per_s", "10150"),
+                ("n1000_close_per_s", "30679"),
+                ("n1000_close_us_per_file", "32.6"),
+                ("failed_at_n", "10000"),
+                ("failed_why", "create_after_9988_files:_errno_24"),
+            ],
+        )];
+        let a = aggregate(&records, "w1", "passthrough_ll");
+        assert_eq!(
+            notes(&a, "w1", &size),
+            "N ≥ 10,000 failed: create after 9988 files: errno 24"
+        );
+        let cols = columns("w1", &size);
+        let keys: Vec<&str> = cols.iter().map(|c| c.key.as_str()).collect();
+        assert!(keys.contains(&"n1000_open_per_s"), "{keys:?}");
+        assert!(keys.contains(&"n1000_close_per_s"), "{keys:?}");
+        assert_eq!(cell(&a, "n1000_open_per_s"), "10,150");
+        assert_eq!(cell(&a, "n200000_open_per_s"), "–");
     }
 
     #[test]

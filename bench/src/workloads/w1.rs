@@ -116,6 +116,10 @@ impl Worker {
                 .find(|(k, _)| k == "error")
                 .map(|(_, v)| v.replace('_', " "))
                 .unwrap_or_else(|| line.trim().to_string());
+            // A worker ends after its error line; it has let go of its
+            // files once it is reaped, before the target is unmounted.
+            drop(self.stdin.write_all(b"close\n"));
+            let _ = self.child.wait();
             return Err(why);
         }
         Ok(kv)
@@ -160,8 +164,17 @@ fn open_all(
     while left > 0 {
         let count = left.min(cap);
         let tag = format!("{}-{n}-{idx}", std::process::id());
-        let mut w = Worker::spawn(&a.dir, count, &tag, mode, a.bytes)?;
-        let kv = w.expect("opened")?;
+        let opened = Worker::spawn(&a.dir, count, &tag, mode, a.bytes)
+            .and_then(|mut w| w.expect("opened").map(|kv| (w, kv)));
+        let (w, kv) = match opened {
+            Ok(x) => x,
+            Err(e) => {
+                // The workers that did open let go of their files before the
+                // error is reported, so that the target is left clean.
+                let _ = close_all(workers);
+                return Err(e);
+            }
+        };
         open_s += get_f(&kv, "secs");
         if let Some(m) = get(&kv, "mode").and_then(Mode::parse) {
             mode = m;
@@ -231,7 +244,17 @@ pub fn run(a: Args) -> Result<Out, String> {
         }
         let (mut open_s, mut close_s, mut procs) = (0.0, 0.0, 0);
         for _ in 0..rounds {
-            let (workers, o, m) = open_all(&a, n, cap, mode)?;
+            let (workers, o, m) = match open_all(&a, n, cap, mode) {
+                Ok(x) => x,
+                // A target that cannot hold N files (passthrough_ll keeps a
+                // descriptor for every inode) keeps its smaller levels.
+                Err(e) if !done.is_empty() && a.crash.is_none() => {
+                    out.put("failed_at_n", n);
+                    out.put("failed_why", e.replace(' ', "_"));
+                    return Ok(out);
+                }
+                Err(e) => return Err(e),
+            };
             if mode == Mode::Auto {
                 out.put("mode", m.name());
             }
