@@ -1,6 +1,7 @@
 //! Worker threads (crates/fuse/src/workers.rs): while one caller at a time
-//! sends requests, `lone_readers` threads (default 1) go on reading and the
-//! spares beyond them park; a second caller's request queued behind the
+//! sends requests, `lone_readers` threads (default 1; `auto`, two until the
+//! kernel sends requests of its own) go on reading and the spares beyond
+//! them park; a second caller's request queued behind the
 //! first wakes one; a request that waits for a commit (fsync) wakes one so
 //! that others are served meanwhile.
 
@@ -120,6 +121,29 @@ fn with_lone_readers_2_two_readers_stay_awake_for_one_caller() {
         }
         assert!(stat_of(&m, "workers_parked") <= 1, "an awake reader parked");
     }
+}
+
+#[test]
+fn with_lone_readers_auto_the_kernels_own_requests_leave_one_reader() {
+    // Only a caller's requests: two readers stay awake, neither spins.
+    let m = Mount::new("threads=2,lone_readers=auto");
+    alone_nobody_parks(&m, 5_000, 5_000);
+    assert_eq!(stat_of(&m, "worker_spin_hits"), 0, "two readers never spin");
+
+    // Every close of a file sends a RELEASE on the kernel's own behalf
+    // (pid 0): one reader stays, the other parks.
+    let dir = m.path("d");
+    fs::create_dir(&dir).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n = 0u64;
+    while stat_of(&m, "worker_parks") == 0 {
+        for _ in 0..200 {
+            fs::File::create(dir.join(format!("f-{n}"))).unwrap();
+            n += 1;
+        }
+        assert!(Instant::now() < deadline, "nobody parked after {n} closes");
+    }
+    assert!(stat_of(&m, "workers_parked") <= 1);
 }
 
 #[test]

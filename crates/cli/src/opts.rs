@@ -3,7 +3,7 @@
 use crate::error::CliError;
 use crate::Result;
 use churnfs_engine::EngineConfig;
-use churnfs_fuse::{AdapterConfig, Permissions, Uring};
+use churnfs_fuse::{AdapterConfig, LoneReaders, Permissions, Uring};
 use std::time::Duration;
 
 pub const MOUNT_OPTIONS_HELP: &str = "\
@@ -20,13 +20,15 @@ Mount options (-o key=value,...; defaults in brackets):
   kernel_negative_max=N    negative dentries the kernel may keep for this mount;
                            beyond it the oldest are invalidated (0: no limit) [10000]
   threads=N                FUSE worker threads, one cloned fd each [number of cores]
-  lone_readers=N           worker threads that stay reading while one process at
+  lone_readers=N|auto      worker threads that stay reading while one process at
                            a time sends requests; the others wait until requests
                            queue (at most threads; 2 is faster for a process
-                           that waits for each answer, slower for tar) [1]
-  spin_us=N                with lone_readers=1, while one process at a time sends
-                           requests, how long the serving thread polls for the
-                           next one before it sleeps (with threads=1, after every
+                           that waits for each answer, slower for tar; auto:
+                           2 while the kernel sends no request of its own) [auto]
+  spin_us=N                with one reader awake (lone_readers=1, or auto while
+                           the kernel sends requests) and one process at a time
+                           sending requests, how long the serving thread polls for
+                           the next one before it sleeps (with threads=1, after every
                            request; over io_uring, every queue thread; 0: never;
                            at most 1000) [50]
   batch_sched=0|1          serving threads run as SCHED_BATCH: a request does not
@@ -79,7 +81,12 @@ impl MountOpts {
                 "negative_ttl_ms" => o.adapter.negative_ttl = Duration::from_millis(num(k, v)?),
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
                 "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
-                "lone_readers" => o.adapter.lone_readers = num(k, v)?.clamp(1, 64) as usize,
+                "lone_readers" => {
+                    o.adapter.lone_readers = match v {
+                        Some("auto") => LoneReaders::Auto,
+                        _ => LoneReaders::Fixed(num(k, v)?.clamp(1, 64) as usize),
+                    }
+                }
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
                 "batch_sched" => o.adapter.batch_sched = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
@@ -140,8 +147,19 @@ mod tests {
             "threads=3,spin_us=20,batch_sched=0,lone_readers=2".into(),
         ])
         .unwrap();
-        assert_eq!(o.adapter.lone_readers, 2);
-        assert_eq!(MountOpts::parse(&[]).unwrap().adapter.lone_readers, 1);
+        assert_eq!(o.adapter.lone_readers, LoneReaders::Fixed(2));
+        assert_eq!(
+            MountOpts::parse(&[]).unwrap().adapter.lone_readers,
+            LoneReaders::Auto
+        );
+        assert_eq!(
+            MountOpts::parse(&["lone_readers=1".into()])
+                .unwrap()
+                .adapter
+                .lone_readers,
+            LoneReaders::Fixed(1)
+        );
+        assert!(MountOpts::parse(&["lone_readers=some".into()]).is_err());
         assert!(!o.adapter.batch_sched);
         assert!(MountOpts::parse(&[]).unwrap().adapter.batch_sched);
         assert_eq!(o.engine.commit_interval_ms, 100);

@@ -29,6 +29,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
+pub use workers::LoneReaders;
 use workers::Workers;
 
 pub use errno::errno;
@@ -54,11 +55,12 @@ pub struct AdapterConfig {
     pub threads: usize,
     /// How many of them stay reading while one caller at a time sends
     /// requests; the others park until requests queue (workers.rs,
-    /// docs/design.md "Worker threads"). One by default: two are faster
-    /// for a caller that waits for each answer, and half as fast for tar.
-    pub lone_readers: usize,
+    /// docs/design.md "Worker threads"). Two are faster for a caller that
+    /// waits for each answer, and half as fast for tar; `Auto` keeps two
+    /// while the kernel sends no request of its own, one while it does.
+    pub lone_readers: LoneReaders,
     /// While one caller at a time is served by one reader (`lone_readers`
-    /// 1, or one thread), how long that thread polls for its next request
+    /// 1, `Auto` while the kernel sends requests, or one thread), how long that thread polls for its next request
     /// after a reply (workers.rs; zero: never). The io_uring queue threads
     /// poll their queues as long (ring.rs).
     pub spin: Duration,
@@ -97,7 +99,7 @@ impl Default for AdapterConfig {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
-            lone_readers: 1,
+            lone_readers: LoneReaders::Auto,
             spin: Duration::from_micros(50),
             batch_sched: true,
             allow_other: false,

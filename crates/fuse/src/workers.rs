@@ -1,6 +1,7 @@
 //! Which worker threads wait on /dev/fuse: `awake` of them (`-o
-//! lone_readers`, default 1) while requests come one at a time, all of
-//! them when they queue.
+//! lone_readers`, default `auto`: two, or one while the kernel sends
+//! requests of its own) while requests come one at a time, all of them
+//! when they queue.
 //!
 //! The kernel hands each request to the reader that has waited longest
 //! (the readers of one connection share one wait queue, cloned descriptors
@@ -13,9 +14,10 @@
 //! CPU with its serving thread (W3 at P=1 2.2× as fast as one reader that
 //! spins), but tar ran half as fast: its replies waited for a reader to be
 //! woken while the store's workers held both CPUs, where one spinning
-//! reader is already running. So one reader stays in read for a lone
-//! caller by default, and the spares beyond the `awake` park while nothing
-//! queues:
+//! reader is already running. So by default two readers stay in read for
+//! a lone caller until the kernel sends a request of its own (tar's
+//! RELEASEs), then one (`LoneReaders::Auto`, below), and the spares beyond
+//! the `awake` park while nothing queues:
 //!
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
@@ -36,6 +38,15 @@
 //! - The engine calls `before_wait` before a request waits for a commit
 //!   (fsync, push-back, a store write in flight): a parked spare is woken
 //!   so that other callers are served meanwhile.
+//! - `LoneReaders::Auto` (`-o lone_readers=auto`): two readers stay awake
+//!   while only callers send requests, and one (which spins, below) from
+//!   the kernel's first request of its own (pid 0: the RELEASE after each
+//!   close, FORGET) until `IDLE` passes without one. Such a request
+//!   overlaps the caller's next one, which is where the alternating pair
+//!   lost to one spinning reader (tar closes every file it writes); a
+//!   caller that only waits for each answer (a truncate loop, lookups)
+//!   keeps the pair. The second reader parks after its next request, and
+//!   comes back by its patrol.
 //!
 //! - Spinning for a lone caller's next request, only when one reader stays
 //!   awake (`awake` 1, or one thread in all): while one caller at a time
@@ -110,9 +121,13 @@ struct Parked {
 pub struct Workers {
     id: u64,
     threads: usize,
-    /// Readers that stay awake while one caller at a time is served.
+    /// Readers that stay awake while one caller at a time is served (with
+    /// `LoneReaders::Auto`, while the kernel sends nothing of its own).
     awake: usize,
-    /// Spares park only if there are any (threads > awake).
+    /// `LoneReaders::Auto`: one reader stays awake instead of `awake` while
+    /// the kernel sends requests of its own.
+    adaptive: bool,
+    /// Spares park only if there are any (threads > the fewest awake).
     gate: bool,
     probe: OnceLock<OwnedFd>,
     next: AtomicUsize,
@@ -121,6 +136,9 @@ pub struct Workers {
     last_multi_us: AtomicU64,
     /// The pid of the last request from a process.
     last_pid: AtomicU32,
+    /// When the kernel last sent a request of its own (pid 0; µs since
+    /// `epoch`; only kept with `adaptive`).
+    last_kernel_us: AtomicU64,
     parked: Mutex<Parked>,
     parked_now: AtomicUsize,
     wake: Condvar,
@@ -144,12 +162,23 @@ impl Drop for Turn<'_> {
     }
 }
 
+/// How many readers stay reading while one caller at a time is served
+/// (`-o lone_readers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoneReaders {
+    /// This many (at least one, at most all).
+    Fixed(usize),
+    /// Two while only callers send requests, one (which spins) from the
+    /// kernel's first request of its own until `IDLE` without one.
+    Auto,
+}
+
 impl Workers {
-    /// A pool of `threads` readers, `awake` of which (at least one, at most
-    /// all) stay reading while one caller at a time is served.
-    pub fn new(threads: usize, awake: usize, spin: Duration, stats: Arc<Stats>) -> Workers {
-        let mut w = Workers::with_times(threads, awake, stats, IDLE, PATROL);
-        if w.awake == 1 {
+    /// A pool of `threads` readers, `lone` of which stay reading while one
+    /// caller at a time is served.
+    pub fn new(threads: usize, lone: LoneReaders, spin: Duration, stats: Arc<Stats>) -> Workers {
+        let mut w = Workers::with_times(threads, lone, stats, IDLE, PATROL);
+        if w.awake == 1 || w.adaptive {
             w.spin = spin;
         }
         w
@@ -157,23 +186,29 @@ impl Workers {
 
     fn with_times(
         threads: usize,
-        awake: usize,
+        lone: LoneReaders,
         stats: Arc<Stats>,
         idle: Duration,
         patrol: Duration,
     ) -> Workers {
         let threads = threads.max(1);
-        let awake = awake.clamp(1, threads);
+        let (awake, adaptive) = match lone {
+            LoneReaders::Fixed(n) => (n.clamp(1, threads), false),
+            LoneReaders::Auto => (2.min(threads), threads > 1),
+        };
+        let fewest_awake = if adaptive { 1 } else { awake };
         Workers {
             id: NEXT_POOL.fetch_add(1, Relaxed),
             threads,
             awake,
-            gate: threads > awake,
+            adaptive,
+            gate: threads > fewest_awake,
             probe: OnceLock::new(),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
             last_multi_us: AtomicU64::new(0),
             last_pid: AtomicU32::new(0),
+            last_kernel_us: AtomicU64::new(0),
             parked: Mutex::new(Parked::default()),
             parked_now: AtomicUsize::new(0),
             wake: Condvar::new(),
@@ -200,6 +235,8 @@ impl Workers {
                 if prev != 0 && prev != pid {
                     self.last_multi_us.store(self.now_us(), Relaxed);
                 }
+            } else if self.adaptive {
+                self.last_kernel_us.store(self.now_us(), Relaxed);
             }
             let mut l = self.local();
             if let Some(served) = l.pending_after.take() {
@@ -274,12 +311,30 @@ impl Workers {
         if quiet < self.idle.as_micros() as u64 {
             return;
         }
-        if l.index >= self.awake {
+        let awake = self.awake_now();
+        if l.index >= awake {
             self.park();
-        } else if !self.spin.is_zero() {
-            // Only with one reader awake (`new`): this is it.
+        } else if awake == 1 && !self.spin.is_zero() {
+            // One reader awake (`new` gives a spin to no other pool): this
+            // is it.
             self.spin_for_next(&mut l);
             LOCAL.with(|c| c.set(l));
+        }
+    }
+
+    /// Readers that stay awake for a lone caller now: with `adaptive`, one
+    /// while the kernel has sent a request of its own within `idle`.
+    fn awake_now(&self) -> usize {
+        if !self.adaptive {
+            return self.awake;
+        }
+        let since = self
+            .now_us()
+            .saturating_sub(self.last_kernel_us.load(Relaxed));
+        if since >= self.idle.as_micros() as u64 {
+            self.awake
+        } else {
+            1
         }
     }
 
@@ -329,12 +384,13 @@ impl Workers {
     fn park(&self) {
         let mut p = self.parked.lock().unwrap_or_else(|e| e.into_inner());
         p.threads += 1;
+        let fewest_awake = if self.adaptive { 1 } else { self.awake };
         assert!(
-            p.threads <= self.threads - self.awake && p.threads < self.next.load(Relaxed),
+            p.threads <= self.threads - fewest_awake && p.threads < self.next.load(Relaxed),
             "{} of {} worker threads parked, {} must stay awake",
             p.threads,
             self.threads,
-            self.awake
+            fewest_awake
         );
         self.parked_now.store(p.threads, Relaxed);
         Stats::set(&self.stats.workers_parked, p.threads as u64);
@@ -364,12 +420,13 @@ impl Workers {
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering::Relaxed;
+    use LoneReaders::Fixed;
 
     /// Two workers whose patrol is too long to end a park: only a wake-up
     /// can.
     fn patient() -> (Arc<Stats>, Arc<Workers>) {
         let stats = Arc::new(Stats::default());
-        let w = Workers::with_times(2, 1, stats.clone(), IDLE, Duration::from_secs(3600));
+        let w = Workers::with_times(2, Fixed(1), stats.clone(), IDLE, Duration::from_secs(3600));
         (stats, Arc::new(w))
     }
 
@@ -404,7 +461,7 @@ mod tests {
     #[test]
     fn a_parked_spare_reads_again_after_its_patrol() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, 1, Duration::ZERO, stats.clone()));
+        let w = Arc::new(Workers::new(2, Fixed(1), Duration::ZERO, stats.clone()));
         // Nobody wakes it: the join returns once its patrol has passed.
         park_a_spare(&w, &stats).join().unwrap();
         assert_eq!(stats.worker_parks.load(Relaxed), 1);
@@ -465,7 +522,7 @@ mod tests {
     #[test]
     fn two_callers_keep_a_spare_reading() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, 1, Duration::ZERO, stats.clone()));
+        let w = Arc::new(Workers::new(2, Fixed(1), Duration::ZERO, stats.clone()));
         drop(w.turn(7));
         let w2 = w.clone();
         std::thread::spawn(move || {
@@ -485,7 +542,7 @@ mod tests {
     fn spinning(spin: Duration) -> (Arc<Stats>, Workers, OwnedFd, OwnedFd) {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(2, 1, spin, stats.clone());
+        let w = Workers::new(2, Fixed(1), spin, stats.clone());
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         // A new pool has seen no caller for less than IDLE.
@@ -545,7 +602,7 @@ mod tests {
     fn a_lone_thread_spins_too() {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, 2, Duration::from_secs(3600), stats.clone());
+        let w = Workers::new(1, Fixed(2), Duration::from_secs(3600), stats.clone());
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         // A spin of an hour ends only because a request is pending, from
@@ -564,7 +621,12 @@ mod tests {
         let stats = Arc::new(Stats::default());
         // Two threads, both awake. A spin of an hour would
         // catch the pending request at once and count a hit.
-        let w = Arc::new(Workers::new(2, 2, Duration::from_secs(3600), stats.clone()));
+        let w = Arc::new(Workers::new(
+            2,
+            Fixed(2),
+            Duration::from_secs(3600),
+            stats.clone(),
+        ));
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         make_pending(&tx);
@@ -589,7 +651,7 @@ mod tests {
         let stats = Arc::new(Stats::default());
         let w = Arc::new(Workers::with_times(
             3,
-            2,
+            Fixed(2),
             stats.clone(),
             IDLE,
             Duration::from_secs(3600),
@@ -622,9 +684,76 @@ mod tests {
     }
 
     #[test]
+    fn auto_keeps_two_readers_until_the_kernel_sends_its_own() {
+        use std::os::fd::AsFd;
+        use std::sync::mpsc;
+        let stats = Arc::new(Stats::default());
+        let mut w = Workers::with_times(
+            2,
+            LoneReaders::Auto,
+            stats.clone(),
+            IDLE,
+            Duration::from_secs(3600),
+        );
+        // A spin of an hour ends at once on the pending request (a hit).
+        w.spin = Duration::from_secs(3600);
+        let w = Arc::new(w);
+        let (rx, tx) = pipe();
+        w.watch(rx.as_fd()).unwrap();
+        make_pending(&tx);
+        std::thread::sleep(IDLE);
+        // This thread is the first reader; the second serves one request
+        // of pid 7 for each message, on one thread (its index).
+        drop(w.turn(7));
+        let (ask, asked) = mpsc::channel::<()>();
+        let (done_tx, done) = mpsc::channel::<()>();
+        let w2 = w.clone();
+        let second = std::thread::spawn(move || {
+            for () in asked {
+                drop(w2.turn(7));
+                done_tx.send(()).unwrap();
+            }
+        });
+        // A reader that parks stays parked for its patrol (an hour).
+        let served = |done: &mpsc::Receiver<()>| {
+            done.recv_timeout(Duration::from_secs(10))
+                .expect("the second reader parked")
+        };
+        // Only a caller so far: both readers stay awake, neither spins.
+        ask.send(()).unwrap();
+        served(&done);
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 0);
+        // The kernel's own request (a RELEASE): one reader, which spins.
+        drop(w.turn(0));
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 1);
+        drop(w.turn(7));
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 2);
+        // ... and the second reader parks after its next request.
+        ask.send(()).unwrap();
+        while stats.worker_parks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(stats.workers_parked.load(Relaxed), 1);
+        w.before_wait();
+        done.recv().unwrap();
+        // `IDLE` without the kernel's: two readers again, no spin. (The
+        // wait above also counted as two callers; that too has passed.)
+        std::thread::sleep(IDLE);
+        drop(w.turn(7));
+        ask.send(()).unwrap();
+        served(&done);
+        drop(ask);
+        second.join().unwrap();
+        assert_eq!(stats.worker_parks.load(Relaxed), 1);
+        assert_eq!(stats.worker_spin_hits.load(Relaxed), 2);
+        assert_eq!(stats.worker_spin_misses.load(Relaxed), 0);
+    }
+
+    #[test]
     fn one_thread_never_parks() {
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, 2, Duration::ZERO, stats.clone());
+        let w = Workers::new(1, Fixed(2), Duration::ZERO, stats.clone());
         for _ in 0..3 {
             drop(w.turn(1));
         }
