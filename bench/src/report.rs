@@ -133,29 +133,18 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
                 format!("close cost N={} / N={}", short_n(hi), short_n(lo)),
                 Low,
             ));
-            v.push(col(
-                format!("n{hi}_open_per_s"),
-                format!("opens/s, N={}", short_n(hi)),
-                High,
-            ));
-            v.push(col(
-                format!("n{hi}_close_per_s"),
-                format!("closes/s, N={}", short_n(hi)),
-                High,
-            ));
-            // The smallest N too: the level every target can hold
-            // (passthrough_ll stops near 10,000 open files).
-            if lo != hi {
-                v.push(col(
-                    format!("n{lo}_open_per_s"),
-                    format!("opens/s, N={}", short_n(lo)),
-                    High,
-                ));
-                v.push(col(
-                    format!("n{lo}_close_per_s"),
-                    format!("closes/s, N={}", short_n(lo)),
-                    High,
-                ));
+            // Rates at the largest N, and at the smallest too: the level
+            // every target can hold (passthrough_ll stops near 10,000 open
+            // files).
+            let levels = if lo != hi { vec![hi, lo] } else { vec![hi] };
+            for n in levels {
+                for (key, label) in [("open", "opens"), ("close", "closes")] {
+                    v.push(col(
+                        format!("n{n}_{key}_per_s"),
+                        format!("{label}/s, N={}", short_n(n)),
+                        High,
+                    ));
+                }
             }
             v.push(col("umount_s", "umount s", Low));
             v.push(col("daemon_exit_s", "daemon exit s", Low));
