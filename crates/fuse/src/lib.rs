@@ -60,8 +60,9 @@ pub struct AdapterConfig {
     /// while the kernel sends no request of its own, one while it does.
     pub lone_readers: LoneReaders,
     /// While one caller at a time is served by one reader (`lone_readers`
-    /// 1, `Auto` while the kernel sends requests, or one thread), how long that thread polls for its next request
-    /// after a reply (workers.rs; zero: never). The io_uring queue threads
+    /// 1, `Auto` while the kernel sends requests, or one thread), how long
+    /// that thread polls for its next request after a reply (workers.rs;
+    /// zero: never). The io_uring queue threads
     /// poll their queues as long (ring.rs).
     pub spin: Duration,
     /// Run the threads that serve requests (/dev/fuse readers, io_uring

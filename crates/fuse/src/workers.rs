@@ -40,8 +40,9 @@
 //!   so that other callers are served meanwhile.
 //! - `LoneReaders::Auto` (`-o lone_readers=auto`): two readers stay awake
 //!   while only callers send requests, and one (which spins, below) from
-//!   the kernel's first request of its own (pid 0: the RELEASE after each
-//!   close, FORGET) until `IDLE` passes without one. Such a request
+//!   the kernel's first request of its own (pid 0, such as the RELEASE
+//!   after each close; FORGETs are answered without a turn) until `IDLE`
+//!   passes without one. Such a request
 //!   overlaps the caller's next one, which is where the alternating pair
 //!   lost to one spinning reader (tar closes every file it writes); a
 //!   caller that only waits for each answer (a truncate loop, lookups)
@@ -196,13 +197,12 @@ impl Workers {
             LoneReaders::Fixed(n) => (n.clamp(1, threads), false),
             LoneReaders::Auto => (2.min(threads), threads > 1),
         };
-        let fewest_awake = if adaptive { 1 } else { awake };
-        Workers {
+        let mut w = Workers {
             id: NEXT_POOL.fetch_add(1, Relaxed),
             threads,
             awake,
             adaptive,
-            gate: threads > fewest_awake,
+            gate: false,
             probe: OnceLock::new(),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
@@ -216,7 +216,9 @@ impl Workers {
             idle,
             patrol,
             spin: Duration::ZERO,
-        }
+        };
+        w.gate = w.threads > w.fewest_awake();
+        w
     }
 
     /// Gives the pool the session's /dev/fuse descriptor to poll (a
@@ -322,6 +324,15 @@ impl Workers {
         }
     }
 
+    /// Readers that never park: one with `adaptive`, else `awake`.
+    fn fewest_awake(&self) -> usize {
+        if self.adaptive {
+            1
+        } else {
+            self.awake
+        }
+    }
+
     /// Readers that stay awake for a lone caller now: with `adaptive`, one
     /// while the kernel has sent a request of its own within `idle`.
     fn awake_now(&self) -> usize {
@@ -384,7 +395,7 @@ impl Workers {
     fn park(&self) {
         let mut p = self.parked.lock().unwrap_or_else(|e| e.into_inner());
         p.threads += 1;
-        let fewest_awake = if self.adaptive { 1 } else { self.awake };
+        let fewest_awake = self.fewest_awake();
         assert!(
             p.threads <= self.threads - fewest_awake && p.threads < self.next.load(Relaxed),
             "{} of {} worker threads parked, {} must stay awake",
