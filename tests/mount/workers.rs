@@ -1,7 +1,7 @@
 //! Worker threads (crates/fuse/src/workers.rs): while one caller at a time
-//! sends requests, `lone_readers` threads (default 1; `auto`, two until the
-//! kernel sends requests of its own) go on reading and the spares beyond
-//! them park; a second caller's request queued behind the
+//! sends requests, `lone_readers` threads (default `auto`: two until the
+//! kernel sends requests of its own, then one) go on reading and the spares
+//! beyond them park; a second caller's request queued behind the
 //! first wakes one; a request that waits for a commit (fsync) wakes one so
 //! that others are served meanwhile.
 

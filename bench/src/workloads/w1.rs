@@ -118,7 +118,6 @@ impl Worker {
                 .unwrap_or_else(|| line.trim().to_string());
             // A worker ends after its error line; it has let go of its
             // files once it is reaped, before the target is unmounted.
-            drop(self.stdin.write_all(b"close\n"));
             let _ = self.child.wait();
             return Err(why);
         }

@@ -42,12 +42,11 @@
 //!   while only callers send requests, and one (which spins, below) from
 //!   the kernel's first request of its own (pid 0, such as the RELEASE
 //!   after each close; FORGETs are answered without a turn) until `IDLE`
-//!   passes without one. Such a request
-//!   overlaps the caller's next one, which is where the alternating pair
-//!   lost to one spinning reader (tar closes every file it writes); a
-//!   caller that only waits for each answer (a truncate loop, lookups)
-//!   keeps the pair. The second reader parks after its next request, and
-//!   comes back by its patrol.
+//!   passes without one. Such a request overlaps the caller's next one,
+//!   which is where the alternating pair lost to one spinning reader (tar
+//!   closes every file it writes); a caller that only waits for each
+//!   answer (a truncate loop, lookups) keeps the pair. The second reader
+//!   parks after its next request, and comes back by its patrol.
 //!
 //! - Spinning for a lone caller's next request, only when one reader stays
 //!   awake (`awake` 1, or one thread in all): while one caller at a time
@@ -307,13 +306,12 @@ impl Workers {
             LOCAL.with(|c| c.set(l));
             return;
         }
-        let quiet = self
-            .now_us()
-            .saturating_sub(self.last_multi_us.load(Relaxed));
+        let now = self.now_us();
+        let quiet = now.saturating_sub(self.last_multi_us.load(Relaxed));
         if quiet < self.idle.as_micros() as u64 {
             return;
         }
-        let awake = self.awake_now();
+        let awake = self.awake_now(now);
         if l.index >= awake {
             self.park();
         } else if awake == 1 && !self.spin.is_zero() {
@@ -333,15 +331,14 @@ impl Workers {
         }
     }
 
-    /// Readers that stay awake for a lone caller now: with `adaptive`, one
-    /// while the kernel has sent a request of its own within `idle`.
-    fn awake_now(&self) -> usize {
+    /// Readers that stay awake for a lone caller at `now` (µs since
+    /// `epoch`): with `adaptive`, one while the kernel has sent a request of
+    /// its own within `idle`.
+    fn awake_now(&self, now: u64) -> usize {
         if !self.adaptive {
             return self.awake;
         }
-        let since = self
-            .now_us()
-            .saturating_sub(self.last_kernel_us.load(Relaxed));
+        let since = now.saturating_sub(self.last_kernel_us.load(Relaxed));
         if since >= self.idle.as_micros() as u64 {
             self.awake
         } else {
