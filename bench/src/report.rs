@@ -165,6 +165,11 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("rss_kb_added", "daemon RSS added KiB", Low),
             col("rss_kb_added_after_warm", "RSS added after warm KiB", Low),
             col("neg_dentries_added", "neg. dentries added", Low),
+            col(
+                "neg_dentries_of_mount",
+                "mount's neg. dentries at umount",
+                Low,
+            ),
             col("sreclaimable_kb_added", "SReclaimable added KiB", Low),
             col("umount_s", "umount s", Low),
             col("daemon_exit_s", "daemon exit s", Low),

@@ -15,6 +15,9 @@ pub struct Size {
     pub max_secs: f64,
     pub w3_rounds: u64,
     pub w3_procs: Vec<usize>,
+    /// Runs of W3: its phases last seconds, and one run's P=2 swings with
+    /// where the scheduler put the callers (bench/README.md).
+    pub w3_runs: usize,
     /// fs_mark -n (per thread), -L, -D.
     pub w4: (u64, u64, u64),
     /// Files in the tar, MiB written by dd.
@@ -36,8 +39,9 @@ impl Size {
             w1_ns: vec![1_000, 10_000, 100_000, 200_000],
             w2_iters: 1_000_000,
             max_secs: 240.0,
-            w3_rounds: 20,
+            w3_rounds: 60,
             w3_procs: vec![1, 2, 4],
+            w3_runs: 5,
             w4: (20_000, 4, 10_000),
             w5: (50_000, 1024),
             w6: (10_000, 1_000_000),
@@ -53,6 +57,7 @@ impl Size {
                 w2_iters: 2_000,
                 max_secs: 20.0,
                 w3_rounds: 1,
+                w3_runs: 1,
                 w4: (200, 2, 10),
                 w5: (300, 8),
                 w6: (100, 1_000),
@@ -68,6 +73,7 @@ impl Size {
                 w2_iters: 10_000,
                 max_secs: 30.0,
                 w3_rounds: 2,
+                w3_runs: 3,
                 w4: (2_000, 2, 100),
                 w5: (5_000, 256),
                 w6: (1_000, 10_000),
@@ -92,6 +98,7 @@ impl Size {
     pub fn runs(&self, workload: &str) -> usize {
         match workload {
             "w1" | "w1crash" | "w2" | "w2b" | "w6" => self.long_runs,
+            "w3" => self.w3_runs,
             _ => self.short_runs,
         }
     }

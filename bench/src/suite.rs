@@ -440,6 +440,12 @@ fn step(
         }
         if let Some(n) = util::negative_dentries() {
             kv.push(("neg_dentries_after_umount".into(), n.to_string()));
+            // What the unmount freed is the mount's own: the machine-wide
+            // count before and after a run also moves with everything else.
+            let before = get(&kv, "neg_dentries_before_umount").and_then(|b| b.parse::<i64>().ok());
+            if let Some(b) = before {
+                kv.push(("neg_dentries_of_mount".into(), (b - n as i64).to_string()));
+            }
         }
     } else if status == Status::Ok {
         status = Status::Failed(format!("unmount failed: {}", um.last));

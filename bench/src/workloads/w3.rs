@@ -50,15 +50,24 @@ pub fn run(a: Args) -> Result<Out, String> {
         for (_, stdin, _) in kids.iter_mut() {
             stdin.write_all(b"go\n").map_err(|e| e.to_string())?;
         }
+        // Each worker's own time: a wall far above the slowest worker's
+        // would be time lost starting them.
+        let mut own = Vec::with_capacity(p);
         for (child, _, stdout) in kids.iter_mut() {
             let mut line = String::new();
             stdout.read_line(&mut line).map_err(|e| e.to_string())?;
             let _ = child.wait();
-            if !line.starts_with("done") {
-                return Err(format!("worker: {}", line.trim()));
-            }
+            let secs = line
+                .trim()
+                .strip_prefix("done secs=")
+                .and_then(|v| v.parse::<f64>().ok())
+                .ok_or_else(|| format!("worker: {}", line.trim()))?;
+            own.push(secs);
         }
         let wall = t.elapsed().as_secs_f64();
+        own.sort_by(f64::total_cmp);
+        out.num(format!("p{p}_worker_secs_min"), own[0]);
+        out.num(format!("p{p}_worker_secs_max"), own[own.len() - 1]);
         let truncates = a.rounds * per_round * p as u64;
         out.num(format!("p{p}_secs"), wall);
         out.num(format!("p{p}_truncates_per_s"), truncates as f64 / wall);
