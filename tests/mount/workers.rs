@@ -3,7 +3,8 @@
 //! kernel sends requests of its own, then one) go on reading and the spares
 //! beyond them park; a second caller's request queued behind the
 //! first wakes one; a request that waits for a commit (fsync) wakes one so
-//! that others are served meanwhile.
+//! that others are served meanwhile; while several callers send
+//! requests, each reader keeps to a CPU of its own.
 
 use crate::support::{daemon_threads, stat_of, Mount};
 use std::fs;
@@ -144,6 +145,104 @@ fn with_lone_readers_auto_the_kernels_own_requests_leave_one_reader() {
         assert!(Instant::now() < deadline, "nobody parked after {n} closes");
     }
     assert!(stat_of(&m, "workers_parked") <= 1);
+}
+
+/// `Cpus_allowed_list` of each /dev/fuse reader (`churnfs-devN`).
+fn readers_cpus(m: &Mount) -> Vec<String> {
+    let mut v: Vec<(String, String)> = daemon_threads(m)
+        .into_iter()
+        .filter(|(comm, _)| comm.starts_with("churnfs-dev"))
+        .map(|(comm, task)| {
+            let status = fs::read_to_string(task.join("status")).unwrap_or_default();
+            let list = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            (comm, list)
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, list)| list).collect()
+}
+
+#[test]
+fn several_callers_keep_each_reader_to_a_cpu_of_its_own() {
+    let several_cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) > 1;
+    let m = Mount::new("threads=2");
+    let dir = m.path("d");
+    fs::create_dir(&dir).unwrap();
+    // The daemon's own CPUs, as one caller finds the readers.
+    for i in 0..2_000 {
+        assert!(fs::metadata(dir.join(format!("alone-{i}"))).is_err());
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    for i in 0..100 {
+        assert!(fs::metadata(dir.join(format!("again-{i}"))).is_err());
+    }
+    let alone = readers_cpus(&m);
+    assert_eq!(alone.len(), 2, "{alone:?}");
+    assert_eq!(stat_of(&m, "workers_spread"), 0);
+
+    // Two callers at once until both readers have served them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let want = if several_cpus { 2 } else { 0 };
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let (m, dir) = (&m, &dir);
+            s.spawn(move || {
+                let mut i = 0u64;
+                while (stat_of(m, "workers_spread") < want || i < 20_000)
+                    && Instant::now() < deadline
+                {
+                    for _ in 0..500 {
+                        assert!(fs::metadata(dir.join(format!("par-{t}-{i}"))).is_err());
+                        i += 1;
+                    }
+                }
+            });
+        }
+    });
+    let together = readers_cpus(&m);
+    if several_cpus {
+        assert_eq!(stat_of(&m, "workers_spread"), 2);
+        // One CPU each, not the same one.
+        assert!(
+            together.iter().all(|l| l.parse::<usize>().is_ok()),
+            "{together:?}"
+        );
+        assert_ne!(together[0], together[1]);
+    } else {
+        assert_eq!(stat_of(&m, "worker_spread_moves"), 0);
+        assert_eq!(together, alone);
+    }
+
+    // One caller again: each reader may run anywhere after its next request.
+    std::thread::sleep(Duration::from_millis(50));
+    let mut i = 0;
+    while stat_of(&m, "workers_spread") > 0 {
+        for _ in 0..100 {
+            assert!(fs::metadata(dir.join(format!("after-{i}"))).is_err());
+            i += 1;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(30));
+    }
+    assert_eq!(readers_cpus(&m), alone);
+
+    // Turned off: nobody moves.
+    let m = Mount::new("threads=2,spread_readers=0");
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let m = &m;
+            s.spawn(move || {
+                for i in 0..5_000 {
+                    assert!(fs::metadata(m.path(&format!("off-{t}-{i}"))).is_err());
+                }
+            });
+        }
+    });
+    assert_eq!(stat_of(&m, "worker_spread_moves"), 0);
 }
 
 #[test]

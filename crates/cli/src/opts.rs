@@ -33,6 +33,8 @@ Mount options (-o key=value,...; defaults in brackets):
                            at most 1000) [50]
   batch_sched=0|1          serving threads run as SCHED_BATCH: a request does not
                            preempt the task on its CPU (1), or may (0) [1]
+  spread_readers=0|1       while several processes send requests, each worker
+                           thread keeps to a CPU of its own (1) [1]
   writeback_cache=0|1      kernel writeback cache [0]
   allow_other              let every user reach the mount
   permissions=auto|kernel|daemon
@@ -89,6 +91,7 @@ impl MountOpts {
                 }
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
                 "batch_sched" => o.adapter.batch_sched = num(k, v)? != 0,
+                "spread_readers" => o.adapter.spread_readers = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
                 "uring" => {
@@ -144,7 +147,7 @@ mod tests {
     fn parses_known_and_refuses_unknown() {
         let o = MountOpts::parse(&[
             "commit_interval_ms=100,allow_other".into(),
-            "threads=3,spin_us=20,batch_sched=0,lone_readers=2".into(),
+            "threads=3,spin_us=20,batch_sched=0,lone_readers=2,spread_readers=0".into(),
         ])
         .unwrap();
         assert_eq!(o.adapter.lone_readers, LoneReaders::Fixed(2));
@@ -162,6 +165,8 @@ mod tests {
         assert!(MountOpts::parse(&["lone_readers=some".into()]).is_err());
         assert!(!o.adapter.batch_sched);
         assert!(MountOpts::parse(&[]).unwrap().adapter.batch_sched);
+        assert!(!o.adapter.spread_readers);
+        assert!(MountOpts::parse(&[]).unwrap().adapter.spread_readers);
         assert_eq!(o.engine.commit_interval_ms, 100);
         assert!(o.adapter.allow_other);
         assert_eq!(o.adapter.threads, 3);

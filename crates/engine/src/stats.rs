@@ -118,6 +118,10 @@ stats! {
     worker_backlogs,
     worker_spin_hits,
     worker_spin_misses,
+    // readers that kept to a CPU of their own while several callers sent
+    // requests, and the moves in and out of it (adapter, workers.rs)
+    workers_spread,
+    worker_spread_moves,
     // serving threads (/dev/fuse readers and ring queue threads) that run
     // as SCHED_BATCH, and those the kernel refused it (adapter)
     sched_batch_threads,

@@ -71,6 +71,11 @@ pub struct AdapterConfig {
     /// blocks or its slice ends (docs/design.md §5, "Serving threads as
     /// SCHED_BATCH").
     pub batch_sched: bool,
+    /// While several processes send requests, each /dev/fuse reader keeps
+    /// to a CPU of its own (workers.rs, docs/design.md "Worker threads"):
+    /// otherwise two readers could stay on one CPU and their callers on
+    /// the other, every request and reply a wake-up of an idle CPU.
+    pub spread_readers: bool,
     /// Let every user reach the mount (`allow_other`).
     pub allow_other: bool,
     /// Who checks permissions. When the kernel does, the daemon also asks
@@ -103,6 +108,7 @@ impl Default for AdapterConfig {
             lone_readers: LoneReaders::Auto,
             spin: Duration::from_micros(50),
             batch_sched: true,
+            spread_readers: true,
             allow_other: false,
             permissions: Permissions::Auto,
             xattrs: false,
@@ -256,6 +262,7 @@ impl Adapter {
             cfg.threads.max(1),
             cfg.lone_readers,
             cfg.spin,
+            cfg.spread_readers,
             stats.clone(),
         ));
         let w = workers.clone();

@@ -65,9 +65,22 @@
 //!   With one thread (`-o threads=1`) there is no spare to park, and that
 //!   thread spins after every reply, whoever sent it.
 //!
-//! Bound: at most `threads - awake` parked, at most one thread spinning;
-//! gauge `workers_parked`, counters `worker_parks`, `worker_wakes`,
-//! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`.
+//! - A CPU each while several callers send requests (`-o spread_readers`,
+//!   on by default): the kernel wakes a sleeping thread on the CPU it last
+//!   ran on while that CPU is idle, so two readers can stay on one CPU and
+//!   two callers on the other, every request and every reply then a wake-up
+//!   of an idle CPU (on a VM, an exit to the host), until something moves
+//!   a thread (docs/design.md, "Worker threads"). So after a request, while
+//!   two callers have been seen within `IDLE`, reader `i` keeps to the
+//!   `i`-th CPU the pool may use (`sched_setaffinity` of its own thread,
+//!   once); after `IDLE` without, its next request lets it run on all of
+//!   them again. A lone caller is left alone: its readers find it.
+//!
+//! Bound: at most `threads - awake` parked, at most one thread spinning,
+//! at most `threads` kept to a CPU; gauges `workers_parked`,
+//! `workers_spread`, counters `worker_parks`, `worker_wakes`,
+//! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`,
+//! `worker_spread_moves`.
 
 use churnfs_engine::stats::Stats;
 use std::cell::Cell;
@@ -97,6 +110,10 @@ struct Local {
     /// current back-off.
     spin_skip: u32,
     spin_backoff: u32,
+    /// Several callers were seen when this thread last looked (`Spread`),
+    /// and whether it keeps to a CPU of its own.
+    spread: bool,
+    pinned: bool,
 }
 
 thread_local! {
@@ -107,6 +124,8 @@ thread_local! {
             pending_after: None,
             spin_skip: 0,
             spin_backoff: 0,
+            spread: false,
+            pinned: false,
         })
     };
 }
@@ -129,6 +148,8 @@ pub struct Workers {
     adaptive: bool,
     /// Spares park only if there are any (threads > the fewest awake).
     gate: bool,
+    /// Callers are told apart (`last_multi_us`): with `gate` or `spread`.
+    track: bool,
     probe: OnceLock<OwnedFd>,
     next: AtomicUsize,
     epoch: Instant,
@@ -148,6 +169,55 @@ pub struct Workers {
     /// Longest spin for a lone caller's next request (zero: none; only
     /// with one reader awake).
     spin: Duration,
+    /// The CPUs readers keep to, one each, while several callers send
+    /// requests (`None`: they never do).
+    spread: Option<Spread>,
+}
+
+/// The CPUs the pool's threads may run on when it starts: while several
+/// callers send requests, reader `i` keeps to the `i`-th of them (modulo
+/// their number); once one caller is left, it may run on all again.
+struct Spread {
+    all: libc::cpu_set_t,
+    cpus: Vec<usize>,
+}
+
+/// The set of CPUs the calling thread may run on, and their numbers.
+fn this_threads_cpus() -> Option<(libc::cpu_set_t, Vec<usize>)> {
+    // SAFETY: a zeroed cpu_set_t is an empty set, passed with its size.
+    let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&all), &mut all) };
+    if r != 0 {
+        return None;
+    }
+    let cpus = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: i is below CPU_SETSIZE.
+        .filter(|&i| unsafe { libc::CPU_ISSET(i, &all) })
+        .collect();
+    Some((all, cpus))
+}
+
+impl Spread {
+    /// The calling thread's CPUs, if more than one.
+    fn of_this_thread() -> Option<Spread> {
+        let (all, cpus) = this_threads_cpus()?;
+        (cpus.len() > 1).then_some(Spread { all, cpus })
+    }
+
+    /// Keeps the calling thread to reader `index`'s CPU (`on`), or lets
+    /// it run on all of them again. False if the kernel refused.
+    fn set(&self, index: usize, on: bool) -> bool {
+        let set = if on {
+            // SAFETY: as above; the CPU is one of `all`'s, below CPU_SETSIZE.
+            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+            unsafe { libc::CPU_SET(self.cpus[index % self.cpus.len()], &mut one) };
+            one
+        } else {
+            self.all
+        };
+        // SAFETY: a valid set of its own size, for the calling thread (0).
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0 }
+    }
 }
 
 /// Held while a request is served; its drop runs after the reply.
@@ -176,12 +246,30 @@ pub enum LoneReaders {
 impl Workers {
     /// A pool of `threads` readers, `lone` of which stay reading while one
     /// caller at a time is served.
-    pub fn new(threads: usize, lone: LoneReaders, spin: Duration, stats: Arc<Stats>) -> Workers {
+    /// With `spread`, readers keep to a CPU each while several callers
+    /// send requests (if this thread may run on more than one).
+    pub fn new(
+        threads: usize,
+        lone: LoneReaders,
+        spin: Duration,
+        spread: bool,
+        stats: Arc<Stats>,
+    ) -> Workers {
         let mut w = Workers::with_times(threads, lone, stats, IDLE, PATROL);
         if w.awake == 1 || w.adaptive {
             w.spin = spin;
         }
+        if spread {
+            w.spread_over(Spread::of_this_thread());
+        }
         w
+    }
+
+    fn spread_over(&mut self, spread: Option<Spread>) {
+        if self.threads > 1 {
+            self.spread = spread;
+        }
+        self.track = self.gate || self.spread.is_some();
     }
 
     fn with_times(
@@ -202,6 +290,7 @@ impl Workers {
             awake,
             adaptive,
             gate: false,
+            track: false,
             probe: OnceLock::new(),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
@@ -215,8 +304,10 @@ impl Workers {
             idle,
             patrol,
             spin: Duration::ZERO,
+            spread: None,
         };
         w.gate = w.threads > w.fewest_awake();
+        w.track = w.gate;
         w
     }
 
@@ -230,7 +321,7 @@ impl Workers {
 
     /// A request from process `pid` is being served by this thread.
     pub fn turn(&self, pid: u32) -> Turn<'_> {
-        if self.gate {
+        if self.track {
             if pid != 0 {
                 let prev = self.last_pid.swap(pid, Relaxed);
                 if prev != 0 && prev != pid {
@@ -264,6 +355,8 @@ impl Workers {
                 pending_after: None,
                 spin_skip: 0,
                 spin_backoff: 0,
+                spread: false,
+                pinned: false,
             };
             c.set(l);
             l
@@ -294,7 +387,11 @@ impl Workers {
         if !self.gate {
             // Nobody parks. A thread alone (the spin is zero unless one
             // reader stays awake) spins for whoever sends next (a request
-            // already pending ends the spin at once).
+            // already pending ends the spin at once); readers that all stay
+            // awake may still keep to a CPU each.
+            if self.spread.is_some() && self.follow_callers(&mut l, self.several(self.now_us())) {
+                LOCAL.with(|c| c.set(l));
+            }
             if !self.spin.is_zero() {
                 self.spin_for_next(&mut l);
                 LOCAL.with(|c| c.set(l));
@@ -307,8 +404,11 @@ impl Workers {
             return;
         }
         let now = self.now_us();
-        let quiet = now.saturating_sub(self.last_multi_us.load(Relaxed));
-        if quiet < self.idle.as_micros() as u64 {
+        let several = self.several(now);
+        if self.follow_callers(&mut l, several) {
+            LOCAL.with(|c| c.set(l));
+        }
+        if several {
             return;
         }
         let awake = self.awake_now(now);
@@ -319,6 +419,48 @@ impl Workers {
             // is it.
             self.spin_for_next(&mut l);
             LOCAL.with(|c| c.set(l));
+        }
+    }
+
+    /// Have two callers been seen in a row within `idle` of `now`?
+    fn several(&self, now: u64) -> bool {
+        now.saturating_sub(self.last_multi_us.load(Relaxed)) < self.idle.as_micros() as u64
+    }
+
+    /// With `spread`: keeps this thread to a CPU of its own while several
+    /// callers send requests, and lets it go once one is left. True if
+    /// `l` changed.
+    fn follow_callers(&self, l: &mut Local, several: bool) -> bool {
+        let Some(sp) = &self.spread else {
+            return false;
+        };
+        if l.spread == several {
+            return false;
+        }
+        self.respread(sp, l, several);
+        true
+    }
+
+    /// Keeps this thread to a CPU of its own while several callers send
+    /// requests, and lets it go once one is left.
+    fn respread(&self, sp: &Spread, l: &mut Local, on: bool) {
+        // A thread the kernel refuses stays where it may run and does not
+        // ask again until the callers change.
+        l.spread = on;
+        if on && !l.pinned && sp.set(l.index, true) {
+            l.pinned = true;
+            Stats::inc(&self.stats.worker_spread_moves);
+            Stats::add(&self.stats.workers_spread, 1);
+            let kept = self.stats.workers_spread.load(Relaxed);
+            assert!(
+                kept <= self.threads as u64,
+                "{kept} of {} worker threads kept to a CPU",
+                self.threads
+            );
+        } else if !on && l.pinned && sp.set(l.index, false) {
+            l.pinned = false;
+            Stats::inc(&self.stats.worker_spread_moves);
+            Stats::sub(&self.stats.workers_spread, 1);
         }
     }
 
@@ -469,7 +611,13 @@ mod tests {
     #[test]
     fn a_parked_spare_reads_again_after_its_patrol() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, Fixed(1), Duration::ZERO, stats.clone()));
+        let w = Arc::new(Workers::new(
+            2,
+            Fixed(1),
+            Duration::ZERO,
+            false,
+            stats.clone(),
+        ));
         // Nobody wakes it: the join returns once its patrol has passed.
         park_a_spare(&w, &stats).join().unwrap();
         assert_eq!(stats.worker_parks.load(Relaxed), 1);
@@ -530,7 +678,13 @@ mod tests {
     #[test]
     fn two_callers_keep_a_spare_reading() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(2, Fixed(1), Duration::ZERO, stats.clone()));
+        let w = Arc::new(Workers::new(
+            2,
+            Fixed(1),
+            Duration::ZERO,
+            false,
+            stats.clone(),
+        ));
         drop(w.turn(7));
         let w2 = w.clone();
         std::thread::spawn(move || {
@@ -550,7 +704,7 @@ mod tests {
     fn spinning(spin: Duration) -> (Arc<Stats>, Workers, OwnedFd, OwnedFd) {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(2, Fixed(1), spin, stats.clone());
+        let w = Workers::new(2, Fixed(1), spin, false, stats.clone());
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         // A new pool has seen no caller for less than IDLE.
@@ -610,7 +764,7 @@ mod tests {
     fn a_lone_thread_spins_too() {
         use std::os::fd::AsFd;
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, Fixed(2), Duration::from_secs(3600), stats.clone());
+        let w = Workers::new(1, Fixed(2), Duration::from_secs(3600), false, stats.clone());
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
         // A spin of an hour ends only because a request is pending, from
@@ -633,6 +787,7 @@ mod tests {
             2,
             Fixed(2),
             Duration::from_secs(3600),
+            false,
             stats.clone(),
         ));
         let (rx, tx) = pipe();
@@ -758,10 +913,72 @@ mod tests {
         assert_eq!(stats.worker_spin_misses.load(Relaxed), 0);
     }
 
+    /// The CPUs the calling thread may run on.
+    fn allowed_cpus() -> Vec<usize> {
+        this_threads_cpus().expect("sched_getaffinity").1
+    }
+
+    #[test]
+    fn readers_keep_to_a_cpu_each_while_several_callers_send() {
+        let stats = Arc::new(Stats::default());
+        let all = allowed_cpus();
+        let several_cpus = all.len() > 1;
+        let mut w = Workers::with_times(
+            2,
+            LoneReaders::Auto,
+            stats.clone(),
+            IDLE,
+            Duration::from_secs(3600),
+        );
+        w.spread_over(Spread::of_this_thread());
+        assert_eq!(w.spread.is_some(), several_cpus);
+        let moves = || stats.worker_spread_moves.load(Relaxed);
+        let spread = || stats.workers_spread.load(Relaxed);
+        // On a thread of its own, which the test leaves as it found it.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // A new pool has seen no caller for less than IDLE.
+                std::thread::sleep(IDLE);
+                // One caller: this reader (the pool's first) may run anywhere.
+                drop(w.turn(7));
+                drop(w.turn(7));
+                assert_eq!(allowed_cpus(), all);
+                assert_eq!(moves(), 0);
+                // Two callers in a row: it keeps to the first CPU.
+                drop(w.turn(8));
+                if several_cpus {
+                    assert_eq!(allowed_cpus(), vec![all[0]]);
+                    assert_eq!((moves(), spread()), (1, 1));
+                } else {
+                    assert_eq!((moves(), spread()), (0, 0));
+                }
+                drop(w.turn(7));
+                assert_eq!(moves(), u64::from(several_cpus));
+                // One caller for IDLE: it may run anywhere again.
+                std::thread::sleep(IDLE);
+                drop(w.turn(7));
+                assert_eq!(allowed_cpus(), all);
+                assert_eq!((moves(), spread()), (2 * u64::from(several_cpus), 0));
+            });
+        });
+        // Off: two callers move nobody.
+        let stats = Arc::new(Stats::default());
+        let w = Workers::new(2, LoneReaders::Auto, Duration::ZERO, false, stats.clone());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                drop(w.turn(7));
+                drop(w.turn(8));
+                drop(w.turn(7));
+                assert_eq!(allowed_cpus(), all);
+            });
+        });
+        assert_eq!(stats.worker_spread_moves.load(Relaxed), 0);
+    }
+
     #[test]
     fn one_thread_never_parks() {
         let stats = Arc::new(Stats::default());
-        let w = Workers::new(1, Fixed(2), Duration::ZERO, stats.clone());
+        let w = Workers::new(1, Fixed(2), Duration::ZERO, false, stats.clone());
         for _ in 0..3 {
             drop(w.turn(1));
         }
