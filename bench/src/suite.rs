@@ -528,6 +528,8 @@ fn suite(a: SuiteArgs) -> Result<ExitCode, String> {
     let bench_dir = std::fs::canonicalize(&a.bench_dir)
         .map_err(|e| format!("{}: {e}", a.bench_dir.display()))?;
     let out_dir = a.out.clone().unwrap_or_else(|| bench_dir.join("results"));
+    // The tree as the suite starts: it may change while the suite runs.
+    let commit_at_start = commit(bench_dir.parent().unwrap_or(&bench_dir));
     let timeout = Duration::from_secs_f64(a.timeout_secs.unwrap_or(size.timeout_secs));
     let env = vec![
         ("CHURNFS_BIN".to_string(), churnfs_bin.display().to_string()),
@@ -648,7 +650,6 @@ fn suite(a: SuiteArgs) -> Result<ExitCode, String> {
         stem = format!("{date}-{}-{k}", size.name);
         k += 1;
     }
-    let repo = bench_dir.parent().unwrap_or(&bench_dir).to_path_buf();
     let commands = workloads
         .iter()
         .map(|w| {
@@ -664,7 +665,7 @@ fn suite(a: SuiteArgs) -> Result<ExitCode, String> {
         size: size.clone(),
         machine: machine(),
         kernel: sh_out("uname", &["-r"]).unwrap_or_default(),
-        commit: commit(&repo),
+        commit: commit_at_start,
         suite_command: std::env::args().collect::<Vec<_>>().join(" "),
         commands,
         targets: target_info,

@@ -437,17 +437,10 @@ impl Workers {
         if l.spread == several {
             return false;
         }
-        self.respread(sp, l, several);
-        true
-    }
-
-    /// Keeps this thread to a CPU of its own while several callers send
-    /// requests, and lets it go once one is left.
-    fn respread(&self, sp: &Spread, l: &mut Local, on: bool) {
         // A thread the kernel refuses stays where it may run and does not
         // ask again until the callers change.
-        l.spread = on;
-        if on && !l.pinned && sp.set(l.index, true) {
+        l.spread = several;
+        if several && !l.pinned && sp.set(l.index, true) {
             l.pinned = true;
             Stats::inc(&self.stats.worker_spread_moves);
             Stats::add(&self.stats.workers_spread, 1);
@@ -457,11 +450,12 @@ impl Workers {
                 "{kept} of {} worker threads kept to a CPU",
                 self.threads
             );
-        } else if !on && l.pinned && sp.set(l.index, false) {
+        } else if !several && l.pinned && sp.set(l.index, false) {
             l.pinned = false;
             Stats::inc(&self.stats.worker_spread_moves);
             Stats::sub(&self.stats.workers_spread, 1);
         }
+        true
     }
 
     /// Readers that never park: one with `adaptive`, else `awake`.
