@@ -4,6 +4,7 @@
 //! and which replies take a kernel lookup reference.
 
 mod convert;
+mod cpus;
 pub mod cred;
 mod dev;
 pub mod errno;

@@ -81,15 +81,6 @@ fn uring_cmd(fd: i32, op: u32, qid: u16, commit_id: u64, iov: Option<u64>) -> sq
     unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(raw) }
 }
 
-fn pin(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is an empty set; the call only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// Whether the kernel offers FUSE over io_uring to new connections.
 pub(crate) fn kernel_enabled() -> bool {
     std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
@@ -301,7 +292,9 @@ fn serve_queue(
     spin: Duration,
     waiter: Waiter<'_>,
 ) -> std::io::Result<()> {
-    pin(qid as usize);
+    // A queue thread the kernel refuses to keep to its CPU serves from
+    // wherever it runs.
+    let _ = crate::cpus::keep_this_thread_to(qid as usize);
     core.serving_thread_policy();
     let Waiter {
         fd: wake_fd,

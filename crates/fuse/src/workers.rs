@@ -182,41 +182,21 @@ struct Spread {
     cpus: Vec<usize>,
 }
 
-/// The set of CPUs the calling thread may run on, and their numbers.
-fn this_threads_cpus() -> Option<(libc::cpu_set_t, Vec<usize>)> {
-    // SAFETY: a zeroed cpu_set_t is an empty set, passed with its size.
-    let mut all: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&all), &mut all) };
-    if r != 0 {
-        return None;
-    }
-    let cpus = (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: i is below CPU_SETSIZE.
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &all) })
-        .collect();
-    Some((all, cpus))
-}
-
 impl Spread {
     /// The calling thread's CPUs, if more than one.
     fn of_this_thread() -> Option<Spread> {
-        let (all, cpus) = this_threads_cpus()?;
+        let (all, cpus) = crate::cpus::of_this_thread()?;
         (cpus.len() > 1).then_some(Spread { all, cpus })
     }
 
     /// Keeps the calling thread to reader `index`'s CPU (`on`), or lets
     /// it run on all of them again. False if the kernel refused.
     fn set(&self, index: usize, on: bool) -> bool {
-        let set = if on {
-            // SAFETY: as above; the CPU is one of `all`'s, below CPU_SETSIZE.
-            let mut one: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-            unsafe { libc::CPU_SET(self.cpus[index % self.cpus.len()], &mut one) };
-            one
+        if on {
+            crate::cpus::keep_this_thread_to(self.cpus[index % self.cpus.len()])
         } else {
-            self.all
-        };
-        // SAFETY: a valid set of its own size, for the calling thread (0).
-        unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) == 0 }
+            crate::cpus::set_this_thread(&self.all)
+        }
     }
 }
 
@@ -245,8 +225,7 @@ pub enum LoneReaders {
 
 impl Workers {
     /// A pool of `threads` readers, `lone` of which stay reading while one
-    /// caller at a time is served.
-    /// With `spread`, readers keep to a CPU each while several callers
+    /// caller at a time is served. With `spread`, readers keep to a CPU each while several callers
     /// send requests (if this thread may run on more than one).
     pub fn new(
         threads: usize,
@@ -909,7 +888,7 @@ mod tests {
 
     /// The CPUs the calling thread may run on.
     fn allowed_cpus() -> Vec<usize> {
-        this_threads_cpus().expect("sched_getaffinity").1
+        crate::cpus::of_this_thread().expect("sched_getaffinity").1
     }
 
     #[test]
