@@ -314,6 +314,9 @@ fn acquire<G>(
 /// adapter lets another worker thread read requests meanwhile).
 pub type WaitHook = Box<dyn Fn() + Send + Sync>;
 
+/// The hook as the engine and its store keep it: one hook, called from both.
+pub type SharedWaitHook = Arc<dyn Fn() + Send + Sync>;
+
 pub struct Engine {
     pub(crate) state: RwLock<State>,
     pub(crate) commit: Mutex<CommitCtl>,
@@ -332,7 +335,7 @@ pub struct Engine {
     pub(crate) reclaimer: Mutex<Option<JoinHandle<()>>>,
     pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
     /// Called before a request waits for a commit (`on_wait`).
-    pub(crate) wait_hook: std::sync::OnceLock<WaitHook>,
+    pub(crate) wait_hook: std::sync::OnceLock<SharedWaitHook>,
     /// `State::drained`, readable without the state lock (`drains`).
     pub(crate) drains: AtomicU64,
 }
@@ -1414,10 +1417,13 @@ impl Engine {
         self.sync_all()
     }
 
-    /// Sets the hook called before a request waits for a commit (once;
-    /// later calls are ignored).
+    /// Sets the hook called before a request waits for a commit, or for a
+    /// batch a commit is putting together (once; later calls are ignored).
     pub fn on_wait(&self, hook: WaitHook) {
-        let _ = self.wait_hook.set(hook);
+        let hook: SharedWaitHook = Arc::from(hook);
+        if self.wait_hook.set(hook.clone()).is_ok() {
+            self.store.on_wait(hook);
+        }
     }
 
     pub(crate) fn before_wait(&self) {

@@ -39,9 +39,10 @@
 //! commit writes (journal.rs, `reclaim_batch`, `free_large`).
 
 use crate::error::StoreError;
+use crate::fs::SharedWaitHook;
 use crate::store::{self, Batch, BatchOp, KvPair, KvStore};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockWriteGuard, TryLockError};
 
 /// A batch in key order with one op per key.
 struct Staged {
@@ -155,6 +156,9 @@ pub struct InFlightStore {
     base: Arc<dyn KvStore>,
     staged: RwLock<Option<Arc<Staged>>>,
     staging_waits: AtomicU64,
+    /// Called before a reader waits for a batch being put together
+    /// (`on_wait`): the front end lets another thread read requests.
+    wait_hook: OnceLock<SharedWaitHook>,
     /// Signalled when a staged batch is retired.
     retired: (Mutex<()>, Condvar),
 }
@@ -165,6 +169,7 @@ impl InFlightStore {
             base,
             staged: RwLock::new(None),
             staging_waits: AtomicU64::new(0),
+            wait_hook: OnceLock::new(),
             retired: (Mutex::new(()), Condvar::new()),
         }
     }
@@ -177,12 +182,21 @@ impl InFlightStore {
             Err(TryLockError::Poisoned(p)) => p.into_inner().clone(),
             Err(TryLockError::WouldBlock) => {
                 self.staging_waits.fetch_add(1, Ordering::Relaxed);
+                if let Some(h) = self.wait_hook.get() {
+                    h();
+                }
                 self.staged
                     .read()
                     .unwrap_or_else(|p| p.into_inner())
                     .clone()
             }
         }
+    }
+
+    /// Sets the hook called before a reader waits for a batch being put
+    /// together (once; later calls are ignored).
+    pub fn on_wait(&self, hook: SharedWaitHook) {
+        let _ = self.wait_hook.set(hook);
     }
 
     /// Makes `batch` visible to readers. The caller holds the lock that
@@ -459,6 +473,38 @@ mod tests {
         s.begin_stage().publish(Batch::default());
         assert_eq!(s.staged_len(), 0);
         assert!(!s.wait_applied());
+    }
+
+    #[test]
+    fn a_reader_about_to_wait_for_a_batch_calls_the_wait_hook_first() {
+        let (_base, s) = setup();
+        let s = Arc::new(s);
+        let calls = Arc::new(AtomicU64::new(0));
+        let c = calls.clone();
+        s.on_wait(Arc::new(move || {
+            c.fetch_add(1, Ordering::Relaxed);
+        }));
+        // No batch being put together: reads do not call it.
+        assert_eq!(s.get(b"a1").unwrap(), Some(b"old".to_vec()));
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+        let staging = s.begin_stage();
+        let reader = {
+            let s = s.clone();
+            std::thread::spawn(move || s.get(b"a1").unwrap())
+        };
+        // The hook runs just after the wait is counted, before the reader
+        // blocks; a reader that never calls it fails here, not hangs.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while calls.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "the hook was not called");
+        assert_eq!(s.staging_waits(), 1);
+        // The batch is still being put together: the reader still waits.
+        assert!(!reader.is_finished());
+        staging.publish(batch(&[("a1", Some("new"))]));
+        assert_eq!(reader.join().unwrap(), Some(b"new".to_vec()));
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
     }
 
     /// A store holding a1..a9 = "old" and b1.
