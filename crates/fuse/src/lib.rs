@@ -498,7 +498,9 @@ pub fn session(
     let fuse = fuser::Session::new(adapter, mountpoint, &config)?;
     let fd = std::os::fd::AsFd::as_fd(&fuse).try_clone_to_owned()?;
     let _ = ring_fd.set(fd.try_clone()?);
-    negatives.start(fuse.notifier(), fd, absolute)?;
+    // Its checks of the mount are requests of ours, not a second caller's.
+    let own = workers.clone();
+    negatives.start(fuse.notifier(), fd, absolute, move || own.own_thread())?;
     workers.watch(std::os::fd::AsFd::as_fd(&fuse))?;
     Ok(Session { fuse, core })
 }

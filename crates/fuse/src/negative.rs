@@ -285,6 +285,7 @@ impl KernelNegatives {
         notifier: Notifier,
         session_fd: OwnedFd,
         mountpoint: PathBuf,
+        started: impl FnOnce() + Send + 'static,
     ) -> std::io::Result<()> {
         // A few batches may wait; beyond that `note` sends nothing rather
         // than block a request handler (the names are dropped from tracking
@@ -294,6 +295,7 @@ impl KernelNegatives {
         std::thread::Builder::new()
             .name("churnfs-inval".into())
             .spawn(move || {
+                started();
                 let mut guard = MountGuard {
                     mountpoint,
                     dev: None,

@@ -22,7 +22,10 @@
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
 //!   on its own behalf (pid 0, such as the RELEASE after a close, which
-//!   overlaps its caller's next request by design) are not callers.
+//!   overlaps its caller's next request by design) are not callers, and
+//!   neither are our own: the negative-dentry thread checks the mount
+//!   with a stat now and then (`own_thread`; the kernel names the thread
+//!   in a request, not the process).
 //! - A spare (every thread after the first `awake` to serve a request)
 //!   parks after a request when no two callers have been seen for `IDLE`.
 //!   A parked thread reads nothing until woken, or until `PATROL` has
@@ -36,8 +39,9 @@
 //!   request it reads comes from another, that is backlog: one parked
 //!   spare is woken.
 //! - The engine calls `before_wait` before a request waits for a commit
-//!   (fsync, push-back, a store write in flight): a parked spare is woken
-//!   so that other callers are served meanwhile.
+//!   (fsync, push-back, a store write in flight) or for a batch a commit
+//!   is putting together: a parked spare is woken so that other callers
+//!   are served meanwhile.
 //! - `LoneReaders::Auto` (`-o lone_readers=auto`): two readers stay awake
 //!   while only callers send requests, and one (which spins, below) from
 //!   the kernel's first request of its own (pid 0, such as the RELEASE
@@ -157,6 +161,10 @@ pub struct Workers {
     last_multi_us: AtomicU64,
     /// The pid of the last request from a process.
     last_pid: AtomicU32,
+    /// The thread of this daemon that calls into its own mount (the
+    /// negative-dentry thread's checks, `own_thread`; 0 until it starts):
+    /// its requests are no caller's, nor the kernel's.
+    own_tid: AtomicU32,
     /// When the kernel last sent a request of its own (pid 0; µs since
     /// `epoch`; only kept with `adaptive`).
     last_kernel_us: AtomicU64,
@@ -275,6 +283,7 @@ impl Workers {
             epoch: Instant::now(),
             last_multi_us: AtomicU64::new(0),
             last_pid: AtomicU32::new(0),
+            own_tid: AtomicU32::new(0),
             last_kernel_us: AtomicU64::new(0),
             parked: Mutex::new(Parked::default()),
             parked_now: AtomicUsize::new(0),
@@ -298,9 +307,22 @@ impl Workers {
         Ok(())
     }
 
+    /// The calling thread is this daemon's own and may send requests to its
+    /// mount (the kernel names the thread, not the process, in a request).
+    pub fn own_thread(&self) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        self.own_tid.store(tid as u32, Relaxed);
+    }
+
     /// A request from process `pid` is being served by this thread.
     pub fn turn(&self, pid: u32) -> Turn<'_> {
-        if self.track {
+        // One of our own: it neither makes a second caller (which would
+        // keep spares awake and readers to a CPU each for `idle`) nor
+        // counts as the kernel's, and nobody waits behind it.
+        let own = pid != 0 && pid == self.own_tid.load(Relaxed);
+        let pid = if own { 0 } else { pid };
+        if self.track && !own {
             if pid != 0 {
                 let prev = self.last_pid.swap(pid, Relaxed);
                 if prev != 0 && prev != pid {
@@ -946,6 +968,36 @@ mod tests {
             });
         });
         assert_eq!(stats.worker_spread_moves.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn the_daemons_own_requests_are_no_second_caller() {
+        let stats = Arc::new(Stats::default());
+        let w = Workers::with_times(
+            2,
+            LoneReaders::Auto,
+            stats.clone(),
+            IDLE,
+            Duration::from_secs(3600),
+        );
+        let multi = || w.last_multi_us.load(Relaxed);
+        std::thread::scope(|s| {
+            s.spawn(|| w.own_thread());
+        });
+        let own = w.own_tid.load(Relaxed);
+        assert_ne!(own, 0);
+        drop(w.turn(9));
+        let before = multi();
+        std::thread::sleep(Duration::from_millis(1));
+        // A request of the thread that said it is ours, between two of one
+        // caller: no second caller, and not the kernel's.
+        drop(w.turn(own));
+        drop(w.turn(9));
+        assert_eq!(multi(), before, "our own request made a second caller");
+        assert_eq!(w.last_kernel_us.load(Relaxed), 0, "taken for the kernel's");
+        // Another process's request does make one.
+        drop(w.turn(8));
+        assert!(multi() > before);
     }
 
     #[test]
