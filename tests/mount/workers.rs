@@ -10,6 +10,7 @@ use crate::support::{daemon_threads, stat_of, Mount};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// Stats missing names in `dir` from this thread until a spare parks.
@@ -185,24 +186,32 @@ fn several_callers_keep_each_reader_to_a_cpu_of_its_own() {
     assert_eq!(alone.len(), 2, "{alone:?}");
     assert_eq!(stat_of(&m, "workers_spread"), 0);
 
-    // Two callers at once until both readers have served them.
+    // Two callers at once until both readers have served them. This
+    // thread watches, so that neither caller pauses to ask; both stop
+    // together, within a request of each other (a caller left alone is one
+    // caller, whose readers go back to every CPU after `IDLE`).
     let deadline = Instant::now() + Duration::from_secs(30);
     let want = if several_cpus { 2 } else { 0 };
+    let stop = AtomicBool::new(false);
+    let sent = AtomicU64::new(0);
     std::thread::scope(|s| {
         for t in 0..2 {
-            let (m, dir) = (&m, &dir);
+            let (dir, stop, sent) = (&dir, &stop, &sent);
             s.spawn(move || {
                 let mut i = 0u64;
-                while (stat_of(m, "workers_spread") < want || i < 20_000)
-                    && Instant::now() < deadline
-                {
-                    for _ in 0..500 {
-                        assert!(fs::metadata(dir.join(format!("par-{t}-{i}"))).is_err());
-                        i += 1;
-                    }
+                while !stop.load(Relaxed) {
+                    assert!(fs::metadata(dir.join(format!("par-{t}-{i}"))).is_err());
+                    i += 1;
+                    sent.fetch_add(1, Relaxed);
                 }
             });
         }
+        while (sent.load(Relaxed) < 40_000 || stat_of(&m, "workers_spread") < want)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Relaxed);
     });
     let together = readers_cpus(&m);
     if several_cpus {
