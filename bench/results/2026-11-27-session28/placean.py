@@ -1,17 +1,26 @@
+"""How W3 P=4's four callers were split over the two CPUs, from w3place.sh files.
+
+  placean.py LABEL=FILE ...   (FILE.res holds the run's W3 output)
+"""
 import sys, collections
-for f in sys.argv[1:]:
-    rows=[l.split() for l in open(f) if len(l.split())>=5]
-    # per sample time: which CPU each reader and each caller is on, and running state
-    by_t=collections.defaultdict(list)
-    for r in rows: by_t[r[0]].append(r)
-    stats=collections.Counter()
-    for t,rs in by_t.items():
-        readers=[r for r in rs if r[4].startswith("churnfs-dev")]
-        callers=[r for r in rs if r[4].startswith("churnfs-bench")]
-        rc=collections.Counter(r[2] for r in readers)
-        cc=collections.Counter(r[2] for r in callers)
-        key=f"readers cpu0={rc.get('0',0)} cpu1={rc.get('1',0)} | callers cpu0={cc.get('0',0)} cpu1={cc.get('1',0)}"
-        stats[key]+=1
-    res=open(f+".res").read().strip().split("\n")
-    print(f, [x for x in res if "per_s" in x])
-    for k,v in stats.most_common(6): print(f"  {v:4d} {k}")
+
+print("run              truncates/s  samples  callers 2/2  callers 3/1 or 1/3  callers 4/0 or 0/4  other  unbalanced share")
+for arg in sys.argv[1:]:
+    label, f = arg.split("=", 1)
+    by_t = collections.defaultdict(list)
+    for line in open(f):
+        r = line.split()
+        if len(r) >= 5:
+            by_t[r[0]].append(r)
+    c = collections.Counter()
+    for rs in by_t.values():
+        callers = [r for r in rs if r[4].startswith("churnfs-bench")]
+        if len(callers) != 4:
+            c["other"] += 1
+            continue
+        on0 = sum(1 for r in callers if r[2] == "0")
+        c[{2: "2/2", 1: "3/1", 3: "3/1", 0: "4/0", 4: "4/0"}[on0]] += 1
+    rate = [x for x in open(f + ".res").read().split() if "per_s" in x][0].split("=")[1]
+    four = c["2/2"] + c["3/1"] + c["4/0"]
+    print(f"{label:15s}  {int(rate):11,d}  {sum(c.values()):7d}  {c['2/2']:11d}  {c['3/1']:18d}"
+          f"  {c['4/0']:18d}  {c['other']:5d}  {(c['3/1'] + c['4/0']) / four:.2f}")
