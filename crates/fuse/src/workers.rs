@@ -159,7 +159,7 @@ pub struct Workers {
     epoch: Instant,
     /// When two callers were last seen in a row (µs since `epoch`).
     last_multi_us: AtomicU64,
-    /// The pid of the last request from a process.
+    /// The pid field (a thread id) of the last request from a caller.
     last_pid: AtomicU32,
     /// The thread of this daemon that calls into its own mount (the
     /// negative-dentry thread's checks, `own_thread`; 0 until it starts):
@@ -315,7 +315,9 @@ impl Workers {
         self.own_tid.store(tid as u32, Relaxed);
     }
 
-    /// A request from process `pid` is being served by this thread.
+    /// A request from `pid` is being served by this thread. The kernel puts
+    /// the calling thread's id there, so two threads of one process are two
+    /// callers; 0 is the kernel's own request.
     pub fn turn(&self, pid: u32) -> Turn<'_> {
         // One of our own: it neither makes a second caller (which would
         // keep spares awake and readers to a CPU each for `idle`) nor
