@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # usage: w3probe.sh ACTION -- W3 P=4 (400 rounds) on a fresh mount; every 0.5 s: the CPU of each
 # caller and reader, and the readers' context switches per second (about one per request).
-# At 4 s, ACTION: none | light (both readers to the CPU with fewer callers) | swap
+# At 4 s, ACTION: none | light (both readers to the CPU with fewer callers, unless split 2/2)
 B=$HOME/.cache/churnfs-target/release
 S=$(mktemp -d /tmp/churnfs-bench.s29XXXX)
 bash /work/main/bench/targets/churnfs-tmpfs.sh up $S >/dev/null

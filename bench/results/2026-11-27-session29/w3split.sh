@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # usage: w3split.sh CALLERS READERS -- W3 P=4 (80 rounds) on a fresh mount; 0.15 s after the
-# start the four callers are pinned to the CPUs in CALLERS (e.g. 0,0,0,1) and the two readers to
+# start the four callers are pinned to the CPUs in CALLERS (e.g. 0,0,0,1) and the readers, in order, to
 # READERS (e.g. 0,1 or 1,1; "free": both may run anywhere). A study of where the readers
 # should be for a given split of the callers; the daemon never moves other processes.
 # OPTS (environment): mount options, e.g. "-o threads=3".
