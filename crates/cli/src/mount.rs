@@ -50,12 +50,13 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     let engine = Engine::mount(kv, ecfg).map_err(|e| CliError::engine(&store, e))?;
     let mut acfg = opts.adapter.clone();
     acfg.fsname = store.display().to_string();
+    let adapter = churnfs_fuse::Adapter::new(engine.clone(), acfg);
     // The stats socket is bound before the mount appears, so that
     // `churnfs stats` answers as soon as the mountpoint is seen mounted.
-    if let Err(e) = stats::serve(&store, engine.clone()) {
+    if let Err(e) = stats::serve(&store, adapter.stats_source()) {
         tracing::warn!("stats socket unavailable: {e}");
     }
-    let mut session = churnfs_fuse::session(engine.clone(), mnt, acfg).map_err(|e| {
+    let mut session = churnfs_fuse::session(adapter, mnt).map_err(|e| {
         let _ = std::fs::remove_file(store_dir::sock_path(&store));
         let _ = engine.shutdown();
         CliError::Io(mnt.into(), e)

@@ -5,15 +5,14 @@
 use crate::error::CliError;
 use crate::store_dir::sock_path;
 use crate::Result;
-use churnfs_engine::Engine;
+use churnfs_fuse::StatsSource;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 /// Serves the counters until the process exits.
-pub fn serve(store: &Path, engine: Arc<Engine>) -> std::io::Result<()> {
+pub fn serve(store: &Path, stats: StatsSource) -> std::io::Result<()> {
     let path = sock_path(store);
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path)?;
@@ -23,7 +22,7 @@ pub fn serve(store: &Path, engine: Arc<Engine>) -> std::io::Result<()> {
             for conn in listener.incoming() {
                 let Ok(mut conn) = conn else { continue };
                 let mut out = String::new();
-                for (k, v) in engine.stats() {
+                for (k, v) in stats.snapshot() {
                     out.push_str(&format!("{k} {v}\n"));
                 }
                 let _ = conn.write_all(out.as_bytes());

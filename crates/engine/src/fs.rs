@@ -312,7 +312,7 @@ fn acquire<G>(
 
 /// What the front end does before a request waits for a commit (the FUSE
 /// adapter lets another worker thread read requests meanwhile).
-pub type WaitHook = Box<dyn Fn() + Send + Sync>;
+pub use churnfs_vfs::WaitHook;
 
 /// The hook as the engine and its store keep it: one hook, called from both.
 pub type SharedWaitHook = Arc<dyn Fn() + Send + Sync>;

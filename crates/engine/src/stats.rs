@@ -1,26 +1,9 @@
 //! Counters and gauges of every cache and list, readable while mounted.
 //! Gauges are set by the module that owns the structure; counters only grow.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-macro_rules! stats {
-    ($($name:ident),* $(,)?) => {
-        /// Every counter and gauge of the engine (see docs/design.md, "Stats").
-        #[derive(Default, Debug)]
-        pub struct Stats {
-            $(pub $name: AtomicU64,)*
-        }
-
-        impl Stats {
-            /// All values as `(name, value)`, in declaration order.
-            pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-                vec![$((stringify!($name), self.$name.load(Relaxed)),)*]
-            }
-        }
-    };
-}
-
-stats! {
+churnfs_vfs::counters! {
+    /// Every counter and gauge of the engine (docs/design.md, "Stats").
+    pub struct Stats {
     // icache
     icache_inodes,
     icache_inodes_max,
@@ -102,90 +85,7 @@ stats! {
     part_locks,
     part_lock_waits,
     part_lock_wait_ns,
-    // kernel negative dentries (adapter)
-    kernel_negative_budget,
-    kernel_negative_tracked,
-    kernel_negative_invalidated,
-    kernel_negative_inval_failed,
-    kernel_negative_dropped,
-    kernel_negative_compactions,
-    kernel_negative_dir_flushes,
-    kernel_negative_dir_flush_refused,
-    // worker threads reading /dev/fuse (adapter)
-    workers_parked,
-    worker_parks,
-    worker_wakes,
-    worker_backlogs,
-    worker_spin_hits,
-    worker_spin_misses,
-    // readers that kept to a CPU of their own while several callers sent
-    // requests, and the moves in and out of it (adapter, workers.rs)
-    workers_spread,
-    worker_spread_moves,
-    // serving threads (/dev/fuse readers and ring queue threads) that run
-    // as SCHED_BATCH, and those the kernel refused it (adapter)
-    sched_batch_threads,
-    sched_batch_refused,
-    // FUSE over io_uring queues (adapter, ring.rs)
-    ring_queues,
-    ring_requests,
-    ring_spin_hits,
-    ring_spin_misses,
-    ring_handed_off,
-    // permission checks in the daemon (adapter)
-    perm_checks,
-    perm_denied,
-    perm_proc_reads,
+    // set-ID bits dropped by a write, truncate or chown
     setid_cleared,
-    // FUSE requests by opcode (adapter)
-    op_lookup,
-    op_forget,
-    op_getattr,
-    op_setattr,
-    op_readlink,
-    op_mknod,
-    op_mkdir,
-    op_unlink,
-    op_rmdir,
-    op_symlink,
-    op_rename,
-    op_link,
-    op_open,
-    op_read,
-    op_write,
-    op_flush,
-    op_release,
-    op_fsync,
-    op_opendir,
-    op_readdir,
-    op_readdirplus,
-    op_releasedir,
-    op_fsyncdir,
-    op_statfs,
-    op_xattr,
-    op_access,
-    op_create,
-    op_tmpfile,
-    op_fallocate,
-    op_lseek,
-}
-
-impl Stats {
-    pub fn inc(c: &AtomicU64) {
-        c.fetch_add(1, Relaxed);
-    }
-    pub fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Relaxed);
-    }
-    /// Takes back what `inc` or `add` gave (gauges kept as sums of parts).
-    pub fn sub(c: &AtomicU64, n: u64) {
-        let old = c.fetch_sub(n, Relaxed);
-        debug_assert!(old >= n, "gauge below zero");
-    }
-    pub fn set(c: &AtomicU64, n: u64) {
-        c.store(n, Relaxed);
-    }
-    pub fn max(c: &AtomicU64, n: u64) {
-        c.fetch_max(n, Relaxed);
     }
 }

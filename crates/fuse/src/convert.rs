@@ -1,6 +1,6 @@
 //! Conversions between engine values and fuser's protocol types.
 
-use churnfs_engine::{Attr, FileKind, Timespec};
+use churnfs_vfs::{Attr, FileKind, Timespec};
 use fuser::{FileAttr, FileType, INodeNo};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -34,7 +34,7 @@ use crate::wire::{
     fixed_len, in_header, outcome, put_out_header, serve, u32_at, u64_at, In, MAX_IO, OUT_HEADER,
 };
 use crate::Core;
-use churnfs_engine::stats::Stats;
+use crate::stats::Stats;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -1,6 +1,6 @@
 //! The one place where engine errors become errno values.
 
-use churnfs_engine::EngineError;
+use churnfs_vfs::EngineError;
 use fuser::Errno;
 
 /// Maps every engine error to the errno the kernel passes to the caller.
@@ -29,7 +29,7 @@ pub fn errno(e: &EngineError) -> Errno {
             libc::EIO
         }
         EngineError::NotAStore(_) | EngineError::WrongVersion { .. } => libc::EIO,
-        EngineError::Store(churnfs_engine::StoreError::NoSpace) => libc::ENOSPC,
+        EngineError::Store(churnfs_vfs::StoreError::NoSpace) => libc::ENOSPC,
         EngineError::Store(_) => libc::EIO,
     };
     Errno::from_i32(code)
@@ -38,7 +38,7 @@ pub fn errno(e: &EngineError) -> Errno {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use churnfs_engine::StoreError;
+    use churnfs_vfs::StoreError;
 
     #[test]
     fn every_error_maps_to_its_errno() {

@@ -1,4 +1,5 @@
-//! churnfs FUSE adapter: maps kernel requests onto `churnfs_engine::Engine`.
+//! churnfs FUSE adapter: maps kernel requests onto a `Backend` (churnfs-vfs):
+//! the local engine or the shared-mode one, without knowing which.
 //! It owns the protocol-facing decisions: errno mapping (one function,
 //! `errno`), entry and attribute TTLs, the capabilities asked of the kernel,
 //! and which replies take a kernel lookup reference.
@@ -8,15 +9,17 @@ mod cpus;
 pub mod cred;
 mod dev;
 pub mod errno;
+mod inval;
 pub mod negative;
 mod ops;
 mod ring;
+pub mod stats;
 mod wire;
 pub mod workers;
 
-use churnfs_engine::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
-use churnfs_engine::stats::Stats;
-use churnfs_engine::{Attr, Engine, EngineError, Ino};
+use churnfs_vfs::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
+use churnfs_vfs::{Attr, Backend, Coherence, EngineError, Ino};
+use stats::Stats;
 use cred::ReqCaller;
 use fuser::{
     Config, Filesystem, FopenFlags, Generation, InitFlags, KernelConfig, MountOption, Request,
@@ -193,7 +196,9 @@ impl Drop for Adapter {
 
 /// The adapter's state and operations (ops.rs).
 pub struct Core {
-    engine: Arc<Engine>,
+    backend: Arc<dyn Backend>,
+    /// Whether other mounts change the namespace (`Backend::coherence`).
+    shared: bool,
     cfg: AdapterConfig,
     stats: Arc<Stats>,
     negatives: Arc<KernelNegatives>,
@@ -233,11 +238,11 @@ fn open_mask_bits(flags: i32) -> u32 {
     }
 }
 
-/// The engine's answers about directories, for `KernelNegatives`.
-struct EngineDirs(Arc<Engine>);
+/// The backend's answers about directories, for `KernelNegatives`.
+struct BackendDirs(Arc<dyn Backend>);
 
-impl negative::DirProbe for EngineDirs {
-    fn shape(&self, dir: u64) -> Option<churnfs_engine::DirShape> {
+impl negative::DirProbe for BackendDirs {
+    fn shape(&self, dir: u64) -> Option<churnfs_vfs::DirShape> {
         self.0.dir_shape(Ino(dir)).ok()
     }
 
@@ -251,12 +256,13 @@ impl negative::DirProbe for EngineDirs {
 }
 
 impl Adapter {
-    pub fn new(engine: Arc<Engine>, cfg: AdapterConfig) -> Adapter {
-        let stats = engine.stats_handle();
+    pub fn new(backend: Arc<dyn Backend>, cfg: AdapterConfig) -> Adapter {
+        let stats = Arc::new(Stats::default());
+        let shared = backend.coherence() == Coherence::CloseToOpen;
         let negatives = Arc::new(KernelNegatives::new(
             cfg.kernel_negative_max,
             stats.clone(),
-            Some(Box::new(EngineDirs(engine.clone()))),
+            Some(Box::new(BackendDirs(backend.clone()))),
         ));
         let checks = cfg.daemon_checks();
         let workers = Arc::new(Workers::new(
@@ -267,16 +273,18 @@ impl Adapter {
             stats.clone(),
         ));
         let w = workers.clone();
-        engine.on_wait(Box::new(move || w.before_wait()));
+        backend.on_wait(Box::new(move || w.before_wait()));
         Adapter {
             core: Arc::new(Core {
-                engine,
+                backend,
+                shared,
                 cfg,
                 stats,
                 negatives,
                 workers,
                 checks,
-                opens: AtomicBool::new(checks),
+                // A shared namespace needs every open (close-to-open).
+                opens: AtomicBool::new(checks || shared),
                 killpriv: AtomicBool::new(false),
             }),
             ring_fd: Arc::default(),
@@ -312,7 +320,7 @@ impl Core {
     fn permit(
         &self,
         who: Who,
-        check: impl FnOnce(&mut ReqCaller<'_>) -> churnfs_engine::Result<()>,
+        check: impl FnOnce(&mut ReqCaller<'_>) -> churnfs_vfs::Result<()>,
     ) -> Result<(), fuser::Errno> {
         if !self.checks {
             return Ok(());
@@ -327,8 +335,8 @@ impl Core {
         })
     }
 
-    fn attr(&self, i: u64) -> churnfs_engine::Result<Attr> {
-        self.engine.getattr(Ino(i))
+    fn attr(&self, i: u64) -> churnfs_vfs::Result<Attr> {
+        self.backend.getattr(Ino(i))
     }
 
     /// Whether a SETATTR drops the file's set-ID bits, when the kernel left
@@ -355,7 +363,7 @@ impl Core {
     }
 
     /// May the caller create a name in `dir`?
-    fn may_create(&self, c: &mut ReqCaller<'_>, dir: u64) -> churnfs_engine::Result<()> {
+    fn may_create(&self, c: &mut ReqCaller<'_>, dir: u64) -> churnfs_vfs::Result<()> {
         perm::may_create(c, &self.attr(dir)?)
     }
 
@@ -365,10 +373,10 @@ impl Core {
         c: &mut ReqCaller<'_>,
         dir: u64,
         name: &OsStr,
-    ) -> churnfs_engine::Result<()> {
+    ) -> churnfs_vfs::Result<()> {
         let d = self.attr(dir)?;
         perm::may_delete(c, &d, &mut || {
-            self.engine.child_attr(Ino(dir), name.as_bytes())
+            self.backend.child_attr(Ino(dir), name.as_bytes())
         })
     }
 
@@ -379,9 +387,11 @@ impl Core {
     }
 
     fn open_flags(&self) -> FopenFlags {
-        // One mount owns the data, so the page cache stays valid across opens.
+        // One mount owns the data, so the page cache stays valid across
+        // opens; a shared backend says at each open whether it still is
+        // (`do_open`).
         let mut f = FopenFlags::FOPEN_KEEP_CACHE;
-        if !self.cfg.writeback_cache {
+        if !self.cfg.writeback_cache && !self.shared {
             // Without the writeback cache no dirty pages wait in the kernel
             // and our flush has nothing to do: close sends no request. (With
             // the writeback cache the kernel ignores this flag: its flush
@@ -461,6 +471,26 @@ pub struct Session {
     core: Arc<Core>,
 }
 
+impl Adapter {
+    /// A handle that reads the counters of the adapter and of its backend.
+    pub fn stats_source(&self) -> StatsSource {
+        StatsSource(self.core.clone())
+    }
+}
+
+/// Reads every counter and gauge of a mount: the backend's, then the
+/// adapter's.
+#[derive(Clone)]
+pub struct StatsSource(Arc<Core>);
+
+impl StatsSource {
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let mut v = self.0.backend.stats();
+        v.extend(self.0.stats.snapshot());
+        v
+    }
+}
+
 impl Session {
     /// Something another thread can unmount the filesystem with.
     pub fn unmount_callable(&mut self) -> fuser::SessionUnmounter {
@@ -477,20 +507,15 @@ impl Session {
     }
 }
 
-/// Mounts `engine` at `mountpoint` (fuser mounts and answers INIT); the
+/// Mounts `adapter` at `mountpoint` (fuser mounts and answers INIT); the
 /// returned session serves it when run. The side thread that keeps the
 /// kernel's negative dentries within their budget starts here, with the
 /// session's notifier.
-pub fn session(
-    engine: Arc<Engine>,
-    mountpoint: &Path,
-    cfg: AdapterConfig,
-) -> std::io::Result<Session> {
-    let config = fuser_config(&cfg);
+pub fn session(adapter: Adapter, mountpoint: &Path) -> std::io::Result<Session> {
+    let config = fuser_config(&adapter.cfg);
     // The side thread finds this filesystem's device by the mountpoint's
     // path later, whatever the working directory is then.
     let absolute = std::fs::canonicalize(mountpoint)?;
-    let adapter = Adapter::new(engine, cfg);
     let core = adapter.core.clone();
     let negatives = adapter.negatives();
     let workers = adapter.workers.clone();
@@ -501,6 +526,10 @@ pub fn session(
     // Its checks of the mount are requests of ours, not a second caller's.
     let own = workers.clone();
     negatives.start(fuse.notifier(), fd, absolute, move || own.own_thread())?;
+    if core.shared {
+        let inval = inval::Invalidator::start(fuse.notifier(), core.stats.clone())?;
+        core.backend.set_kernel_cache(Arc::new(inval));
+    }
     workers.watch(std::os::fd::AsFd::as_fd(&fuse))?;
     Ok(Session { fuse, core })
 }

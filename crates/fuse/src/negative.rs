@@ -32,8 +32,8 @@
 //! Locking: `tracked`, then the engine (through `DirProbe`), then
 //! `dir_names`; none held while notifying.
 
-use churnfs_engine::stats::Stats;
-use churnfs_engine::DirShape;
+use crate::stats::Stats;
+use churnfs_vfs::DirShape;
 use foldhash::HashMap;
 use fuser::{INodeNo, Notifier};
 use std::collections::{HashSet, VecDeque};
@@ -804,7 +804,7 @@ mod tests {
     impl DirProbe for Dirs {
         fn shape(&self, dir: u64) -> Option<DirShape> {
             (dir == 5).then_some(DirShape {
-                parent: churnfs_engine::Ino(1),
+                parent: churnfs_vfs::Ino(1),
                 entries: self.entries,
                 subdirs: self.subdirs,
             })
@@ -888,7 +888,7 @@ mod tests {
         impl DirProbe for Root {
             fn shape(&self, _: u64) -> Option<DirShape> {
                 Some(DirShape {
-                    parent: churnfs_engine::Ino(1),
+                    parent: churnfs_vfs::Ino(1),
                     entries: 0,
                     subdirs: 0,
                 })

@@ -12,8 +12,8 @@
 //! (negative.rs, `defer_notes`).
 
 use crate::{convert, errno, open_mask_bits, Core, GEN};
-use churnfs_engine::perm::{self, MAY_EXEC, MAY_WRITE};
-use churnfs_engine::{
+use churnfs_vfs::perm::{self, MAY_EXEC, MAY_WRITE};
+use churnfs_vfs::{
     Ctx, EngineError, FileKind, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
 };
 use fuser::{Errno, FileAttr, FileType, FopenFlags, Generation, TimeOrNow};
@@ -113,12 +113,12 @@ fn set_time(t: TimeOrNow) -> SetTime {
     }
 }
 
-fn res<T>(r: churnfs_engine::Result<T>) -> Res<T> {
+fn res<T>(r: churnfs_vfs::Result<T>) -> Res<T> {
     r.map_err(|e| errno(&e))
 }
 
 impl Core {
-    fn entry_of(&self, a: &churnfs_engine::Attr) -> Entry {
+    fn entry_of(&self, a: &churnfs_vfs::Attr) -> Entry {
         Entry {
             attr: convert::attr(a),
             attr_ttl: self.cfg.attr_ttl,
@@ -129,14 +129,14 @@ impl Core {
 
     /// The entry CREATE and READDIRPLUS answer: both keep attributes as
     /// long as the name (as when fuser encoded them, with one TTL each).
-    fn entry_one_ttl(&self, a: &churnfs_engine::Attr) -> Entry {
+    fn entry_one_ttl(&self, a: &churnfs_vfs::Attr) -> Entry {
         Entry {
             attr_ttl: self.cfg.entry_ttl,
             ..self.entry_of(a)
         }
     }
 
-    fn attr_of(&self, a: &churnfs_engine::Attr) -> AttrOut {
+    fn attr_of(&self, a: &churnfs_vfs::Attr) -> AttrOut {
         AttrOut {
             attr: convert::attr(a),
             ttl: self.cfg.attr_ttl,
@@ -169,7 +169,7 @@ impl Core {
 
     /// A lookup or mkdir answered with a directory: remember its name, so
     /// that its cached names can be dropped with one notification.
-    fn learn_dir(&self, a: &churnfs_engine::Attr, parent: u64, name: &OsStr) {
+    fn learn_dir(&self, a: &churnfs_vfs::Attr, parent: u64, name: &OsStr) {
         // "." and ".." are not names the kernel caches.
         if a.kind == FileKind::Directory && name != "." && name != ".." {
             self.negatives.learn_dir(a.ino.0, parent, name.as_bytes());
@@ -186,7 +186,7 @@ impl Core {
         &self,
         parent: u64,
         name: &OsStr,
-        r: churnfs_engine::Result<churnfs_engine::Attr>,
+        r: churnfs_vfs::Result<churnfs_vfs::Attr>,
     ) -> Res<Entry> {
         let a = res(r)?;
         self.created(parent, name);
@@ -196,8 +196,8 @@ impl Core {
     pub(crate) fn do_lookup(&self, who: Who, parent: u64, name: &OsStr) -> Res<Entry> {
         self.permit(who, |c| perm::access(c, &self.attr(parent)?, MAY_EXEC))?;
         // Before the lookup, so that a drain after it is seen (`negative`).
-        let drains = self.engine.drains();
-        match self.engine.lookup(Ino(parent), name.as_bytes()) {
+        let drains = self.backend.drains();
+        match self.backend.lookup(Ino(parent), name.as_bytes()) {
             Err(EngineError::NotFound) => self.negative(parent, name, drains),
             Err(e) => Err(errno(&e)),
             Ok(a) => {
@@ -208,11 +208,11 @@ impl Core {
     }
 
     pub(crate) fn do_forget(&self, i: u64, nlookup: u64) {
-        self.engine.forget(Ino(i), nlookup);
+        self.backend.forget(Ino(i), nlookup);
     }
 
     pub(crate) fn do_getattr(&self, i: u64) -> Res<AttrOut> {
-        Ok(self.attr_of(&res(self.engine.getattr(Ino(i)))?))
+        Ok(self.attr_of(&res(self.backend.getattr(Ino(i)))?))
     }
 
     pub(crate) fn do_setattr(&self, who: Who, i: u64, s: SetattrIn) -> Res<AttrOut> {
@@ -244,11 +244,11 @@ impl Core {
             ctime: s.ctime.map(convert::timespec),
             kill_setid,
         };
-        Ok(self.attr_of(&res(self.engine.setattr(Ino(i), set))?))
+        Ok(self.attr_of(&res(self.backend.setattr(Ino(i), set))?))
     }
 
     pub(crate) fn do_readlink(&self, i: u64) -> Res<Vec<u8>> {
-        res(self.engine.readlink(Ino(i)))
+        res(self.backend.readlink(Ino(i)))
     }
 
     pub(crate) fn do_mknod(
@@ -261,7 +261,7 @@ impl Core {
     ) -> Res<Entry> {
         self.permit(who, |c| self.may_create(c, parent))?;
         let r = self
-            .engine
+            .backend
             .mknod(who.ctx(), Ino(parent), name.as_bytes(), mode, rdev);
         self.made(parent, name, r)
     }
@@ -269,7 +269,7 @@ impl Core {
     pub(crate) fn do_mkdir(&self, who: Who, parent: u64, name: &OsStr, mode: u32) -> Res<Entry> {
         self.permit(who, |c| self.may_create(c, parent))?;
         let a = res(self
-            .engine
+            .backend
             .mkdir(who.ctx(), Ino(parent), name.as_bytes(), mode))?;
         self.created(parent, name);
         self.learn_dir(&a, parent, name);
@@ -278,7 +278,7 @@ impl Core {
 
     pub(crate) fn do_unlink(&self, who: Who, parent: u64, name: &OsStr) -> Res<()> {
         self.permit(who, |c| self.may_delete(c, parent, name))?;
-        res(self.engine.unlink(Ino(parent), name.as_bytes()))?;
+        res(self.backend.unlink(Ino(parent), name.as_bytes()))?;
         // Noted like a missing name (see `negative`).
         self.negatives.note(parent, name.as_bytes());
         Ok(())
@@ -286,7 +286,7 @@ impl Core {
 
     pub(crate) fn do_rmdir(&self, who: Who, parent: u64, name: &OsStr) -> Res<()> {
         self.permit(who, |c| self.may_delete(c, parent, name))?;
-        res(self.engine.rmdir(Ino(parent), name.as_bytes()))?;
+        res(self.backend.rmdir(Ino(parent), name.as_bytes()))?;
         // Noted like a missing name (see `negative`).
         self.negatives.note(parent, name.as_bytes());
         Ok(())
@@ -301,7 +301,7 @@ impl Core {
     ) -> Res<Entry> {
         self.permit(who, |c| self.may_create(c, parent))?;
         let r = self
-            .engine
+            .backend
             .symlink(who.ctx(), Ino(parent), name.as_bytes(), target);
         self.made(parent, name, r)
     }
@@ -324,10 +324,10 @@ impl Core {
             exchange: flags & libc::RENAME_EXCHANGE != 0,
         };
         self.permit(who, |c| {
-            let src = self.engine.child_attr(Ino(parent), name.as_bytes())?;
+            let src = self.backend.child_attr(Ino(parent), name.as_bytes())?;
             perm::may_delete(c, &self.attr(parent)?, &mut || Ok(src))?;
             let moves = parent != newparent;
-            match self.engine.child_attr(Ino(newparent), newname.as_bytes()) {
+            match self.backend.child_attr(Ino(newparent), newname.as_bytes()) {
                 Ok(dst) => {
                     perm::may_delete(c, &self.attr(newparent)?, &mut || Ok(dst))?;
                     // An exchanged directory changes its "..", too.
@@ -343,7 +343,7 @@ impl Core {
             }
             Ok(())
         })?;
-        res(self.engine.rename(
+        res(self.backend.rename(
             Ino(parent),
             name.as_bytes(),
             Ino(newparent),
@@ -362,7 +362,7 @@ impl Core {
             perm::may_link(c, &self.attr(i)?)?;
             self.may_create(c, newparent)
         })?;
-        let r = self.engine.link(Ino(i), Ino(newparent), newname.as_bytes());
+        let r = self.backend.link(Ino(i), Ino(newparent), newname.as_bytes());
         self.made(newparent, newname, r)
     }
 
@@ -375,24 +375,29 @@ impl Core {
         self.permit(who, |c| {
             perm::access(c, &self.attr(i)?, open_mask_bits(flags))
         })?;
-        let fh = res(self.engine.open(Ino(i)))?;
-        Ok(Opened {
-            fh: fh.0,
-            flags: self.open_flags(),
-        })
+        let o = res(self.backend.open(Ino(i)))?;
+        let mut flags = self.open_flags();
+        if !o.keep_cache {
+            flags.remove(FopenFlags::FOPEN_KEEP_CACHE);
+        }
+        Ok(Opened { fh: o.fh.0, flags })
     }
 
     pub(crate) fn do_read(&self, i: u64, offset: u64, size: u32) -> Res<Vec<u8>> {
-        res(self.engine.read(Ino(i), offset, size))
+        res(self.backend.read(Ino(i), offset, size))
     }
 
     /// WRITE; `kill` is FUSE_WRITE_KILL_SUIDGID, set only with
     /// FUSE_HANDLE_KILLPRIV_V2 for a writer without CAP_FSETID.
     pub(crate) fn do_write(&self, i: u64, offset: u64, data: &[u8], kill: bool) -> Res<u32> {
-        res(self.engine.write_as(Ino(i), offset, data, kill))
+        res(self.backend.write(Ino(i), offset, data, kill))
     }
 
-    pub(crate) fn do_flush(&self) -> Res<()> {
+    pub(crate) fn do_flush(&self, i: u64) -> Res<()> {
+        if self.shared {
+            // What was written becomes visible to other mounts at close.
+            return res(self.backend.flush(Ino(i)));
+        }
         // Dirty pages reach us as writes before flush (the kernel writes
         // them back before it sends FLUSH), durability is fsync's job, and
         // POSIX locks are the kernel's: nothing to do. ENOSYS tells the
@@ -405,12 +410,12 @@ impl Core {
             // No open handle was handed out (see `opens`).
             return Ok(());
         }
-        res(self.engine.release(Ino(i)))
+        res(self.backend.release(Ino(i)))
     }
 
     /// FSYNC and FSYNCDIR.
-    pub(crate) fn do_fsync(&self) -> Res<()> {
-        res(self.engine.fsync())
+    pub(crate) fn do_fsync(&self, i: u64) -> Res<()> {
+        res(self.backend.fsync(Ino(i)))
     }
 
     pub(crate) fn do_opendir(&self, who: Who, i: u64, flags: i32) -> Res<Opened> {
@@ -420,7 +425,7 @@ impl Core {
         self.permit(who, |c| {
             perm::access(c, &self.attr(i)?, open_mask_bits(flags))
         })?;
-        let fh = res(self.engine.opendir(Ino(i)))?;
+        let fh = res(self.backend.opendir(Ino(i)))?;
         Ok(Opened {
             fh: fh.0,
             flags: FopenFlags::empty(),
@@ -436,7 +441,7 @@ impl Core {
         plus: bool,
         add: &mut dyn FnMut(DirItem<'_>) -> bool,
     ) -> Res<()> {
-        res(self.engine.readdir(Ino(i), offset, plus, &mut |e| {
+        res(self.backend.readdir(Ino(i), offset, plus, &mut |e| {
             let entry = if plus {
                 let Some(a) = &e.attr else { return false };
                 Some(self.entry_one_ttl(a))
@@ -453,8 +458,8 @@ impl Core {
         }))
     }
 
-    pub(crate) fn do_statfs(&self) -> Res<churnfs_engine::StatFs> {
-        res(self.engine.statfs())
+    pub(crate) fn do_statfs(&self) -> Res<churnfs_vfs::StatFs> {
+        res(self.backend.statfs())
     }
 
     pub(crate) fn do_setxattr(
@@ -475,7 +480,7 @@ impl Core {
         self.permit(who, |c| {
             perm::xattr(c, name.as_bytes(), true, &mut || self.attr(i))
         })?;
-        res(self.engine.setxattr(Ino(i), name.as_bytes(), value, flags))
+        res(self.backend.setxattr(Ino(i), name.as_bytes(), value, flags))
     }
 
     pub(crate) fn do_getxattr(&self, who: Who, i: u64, name: &OsStr, size: u32) -> Res<Xattr> {
@@ -485,14 +490,14 @@ impl Core {
         self.permit(who, |c| {
             perm::xattr(c, name.as_bytes(), false, &mut || self.attr(i))
         })?;
-        xattr_out(res(self.engine.getxattr(Ino(i), name.as_bytes()))?, size)
+        xattr_out(res(self.backend.getxattr(Ino(i), name.as_bytes()))?, size)
     }
 
     pub(crate) fn do_listxattr(&self, i: u64, size: u32) -> Res<Xattr> {
         if !self.cfg.xattrs {
             return Err(Errno::ENOSYS);
         }
-        xattr_out(res(self.engine.listxattr(Ino(i)))?, size)
+        xattr_out(res(self.backend.listxattr(Ino(i)))?, size)
     }
 
     pub(crate) fn do_removexattr(&self, who: Who, i: u64, name: &OsStr) -> Res<()> {
@@ -502,7 +507,7 @@ impl Core {
         self.permit(who, |c| {
             perm::xattr(c, name.as_bytes(), true, &mut || self.attr(i))
         })?;
-        res(self.engine.removexattr(Ino(i), name.as_bytes()))
+        res(self.backend.removexattr(Ino(i), name.as_bytes()))
     }
 
     /// ACCESS; `mask` is access(2)'s.
@@ -520,7 +525,7 @@ impl Core {
         }
         self.permit(who, |c| self.may_create(c, parent))?;
         let (a, fh) = res(self
-            .engine
+            .backend
             .create(who.ctx(), Ino(parent), name.as_bytes(), mode))?;
         self.created(parent, name);
         Ok(Created {
@@ -543,7 +548,7 @@ impl Core {
     pub(crate) fn do_tmpfile(&self, who: Who, parent: u64, mode: u32) -> Res<Created> {
         self.permit(who, |c| self.may_create(c, parent))?;
         let open = self.opens.load(Relaxed);
-        let (a, fh) = res(self.engine.tmpfile(who.ctx(), Ino(parent), mode, open))?;
+        let (a, fh) = res(self.backend.tmpfile(who.ctx(), Ino(parent), mode, open))?;
         Ok(Created {
             entry: self.entry_one_ttl(&a),
             opened: Opened {
@@ -554,14 +559,14 @@ impl Core {
     }
 
     pub(crate) fn do_fallocate(&self, i: u64, offset: u64, length: u64, mode: i32) -> Res<()> {
-        res(self.engine.fallocate(Ino(i), offset, length, mode))
+        res(self.backend.fallocate(Ino(i), offset, length, mode))
     }
 
     pub(crate) fn do_lseek(&self, i: u64, offset: i64, whence: i32) -> Res<i64> {
         if offset < 0 {
             return Err(Errno::ENXIO);
         }
-        Ok(res(self.engine.lseek(Ino(i), offset as u64, whence))? as i64)
+        Ok(res(self.backend.lseek(Ino(i), offset as u64, whence))? as i64)
     }
 }
 

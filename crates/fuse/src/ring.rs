@@ -26,7 +26,7 @@ use crate::wire::{
     In, FSYNC, FSYNCDIR, MAX_IO,
 };
 use crate::Core;
-use churnfs_engine::stats::Stats;
+use crate::stats::Stats;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -214,9 +214,9 @@ fn waits(opcode: u32) -> bool {
     matches!(opcode, FSYNC | FSYNCDIR)
 }
 
-/// A waiting request for the waiter: its entry, opcode, unique and
-/// commit id.
-type Job = (usize, u32, u64, u64);
+/// A waiting request for the waiter: its entry, opcode, node id, unique
+/// and commit id.
+type Job = (usize, u32, u64, u64, u64);
 
 /// A waiting request's answer: its entry, unique, commit id and errno.
 type Answer = (usize, u64, u64, i32);
@@ -260,8 +260,9 @@ fn queue(
         std::thread::Builder::new()
             .name(format!("churnfs-wait{qid}"))
             .spawn_scoped(s, move || {
-                for (i, opcode, unique, commit_id) in rx {
-                    let (err, _) = outcome(opcode, || serve_wait(core, opcode).map(|()| 0));
+                for (i, opcode, nodeid, unique, commit_id) in rx {
+                    let (err, _) =
+                        outcome(opcode, || serve_wait(core, opcode, nodeid).map(|()| 0));
                     answers
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -433,7 +434,7 @@ fn serve_queue(
             if waits(opcode) {
                 Stats::inc(&core.stats.ring_handed_off);
                 // The waiter ends only after this loop does.
-                let _ = jobs.send((i, opcode, unique, commit_id));
+                let _ = jobs.send((i, opcode, nodeid, unique, commit_id));
                 continue;
             }
             let (err, n) = outcome(opcode, || serve(core, &r, &mut out));

@@ -6,7 +6,7 @@
 
 use crate::ops::{self, DirItem, Res, SetattrIn, Who};
 use crate::{convert, Core};
-use churnfs_engine::stats::Stats;
+use crate::stats::Stats;
 use fuser::{Errno, FileAttr, FileType, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -256,14 +256,14 @@ pub(crate) fn outcome(opcode: u32, served: impl FnOnce() -> Res<usize>) -> (i32,
 
 /// Answers a request that waits for a commit (`waits`): on a queue's
 /// waiter thread, or in `serve`.
-pub(crate) fn serve_wait(core: &Core, opcode: u32) -> Res<()> {
+pub(crate) fn serve_wait(core: &Core, opcode: u32, nodeid: u64) -> Res<()> {
     let st = &core.stats;
     Stats::inc(if opcode == FSYNC {
         &st.op_fsync
     } else {
         &st.op_fsyncdir
     });
-    core.do_fsync()
+    core.do_fsync(nodeid)
 }
 
 /// Answers one request into `out` (the reply's arguments): Ok(their
@@ -401,7 +401,7 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
             Stats::inc(&st.op_release);
             core.do_release(i).map(|()| 0)
         }
-        FSYNC | FSYNCDIR => serve_wait(core, r.opcode).map(|()| 0),
+        FSYNC | FSYNCDIR => serve_wait(core, r.opcode, i).map(|()| 0),
         SETXATTR => {
             Stats::inc(&st.op_xattr);
             let (name, value) = r.name()?;
@@ -425,7 +425,7 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
         }
         FLUSH => {
             Stats::inc(&st.op_flush);
-            core.do_flush().map(|()| 0)
+            core.do_flush(i).map(|()| 0)
         }
         OPENDIR => {
             Stats::inc(&st.op_opendir);
@@ -538,6 +538,12 @@ pub(crate) mod tests {
         Adapter::new(engine, cfg).core.clone()
     }
 
+    /// One of the backend's counters, by name.
+    fn backend_stat(c: &Core, name: &str) -> u64 {
+        let all = c.backend.stats();
+        all.iter().find(|(n, _)| *n == name).expect("a counter").1
+    }
+
     const ROOT: u64 = 1;
     const WHO: Who = Who {
         uid: 0,
@@ -592,13 +598,13 @@ pub(crate) mod tests {
         assert_eq!(u32_at(&r, 40 + 64), 0, "a tmpfile has no link");
         // This core's kernel sends no OPEN or RELEASE: no handle.
         assert_eq!(u64_at(&r, 128), 0);
-        assert_eq!(c.stats.unlinked_inodes.load(Relaxed), 1);
+        assert_eq!(backend_stat(&c, "unlinked_inodes"), 1);
         assert_eq!(c.stats.op_tmpfile.load(Relaxed), 1);
         // linkat names it.
         let e = call(&c, LINK, ROOT, &ino.to_le_bytes(), b"named\0").unwrap();
         assert_eq!(u64_at(&e, 0), ino);
         assert_eq!(u32_at(&e, 40 + 64), 1);
-        assert_eq!(c.stats.unlinked_inodes.load(Relaxed), 0);
+        assert_eq!(backend_stat(&c, "unlinked_inodes"), 0);
     }
 
     #[test]

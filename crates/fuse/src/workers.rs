@@ -86,7 +86,7 @@
 //! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`,
 //! `worker_spread_moves`.
 
-use churnfs_engine::stats::Stats;
+use crate::stats::Stats;
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
