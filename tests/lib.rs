@@ -13,8 +13,11 @@ use churnfs_engine::format::{self, Key};
 use churnfs_engine::{
     Attr, Ctx, DirEntry, Engine, EngineConfig, FileKind, Ino, KvStore, MemStore, SetAttr,
 };
+use churnfs_vfs::Backend;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+pub mod shared;
 
 /// Caller of every operation in these tests.
 pub const CTX: Ctx = Ctx::ROOT;
@@ -162,101 +165,27 @@ impl Fs {
 
     /// Looks a name up without keeping the kernel reference.
     pub fn ino(&self, parent: Ino, name: &[u8]) -> churnfs_engine::Result<Ino> {
-        let attr = self.e().lookup(parent, name)?;
-        self.e().forget(attr.ino, 1);
-        Ok(attr.ino)
+        ino(&*self.engine, parent, name)
     }
 
     /// Resolves a `/`-separated path from the root.
     pub fn resolve(&self, path: &str) -> churnfs_engine::Result<Ino> {
-        let mut ino = Ino::ROOT;
-        for part in path.split('/').filter(|p| !p.is_empty()) {
-            ino = self.ino(ino, part.as_bytes())?;
-        }
-        Ok(ino)
+        resolve(&*self.engine, path)
     }
 
-    /// The whole contents of a file, checking that the read returns exactly
-    /// `size` bytes.
+    /// The whole contents of a file (see `read_all`).
     pub fn read_all(&self, ino: Ino) -> Vec<u8> {
-        let size = self.e().getattr(ino).expect("getattr").size;
-        let mut out = Vec::with_capacity(size as usize);
-        while (out.len() as u64) < size {
-            let chunk = self.e().read(ino, out.len() as u64, 1 << 20).expect("read");
-            assert!(
-                !chunk.is_empty(),
-                "{ino}: read at {} of {size} returned nothing",
-                out.len()
-            );
-            out.extend_from_slice(&chunk);
-        }
-        assert_eq!(out.len() as u64, size, "{ino}: read past the size");
-        assert!(self
-            .e()
-            .read(ino, size, 16)
-            .expect("read at eof")
-            .is_empty());
-        out
+        read_all(&*self.engine, ino)
     }
 
-    /// Lists a directory (without `.` and `..`) in readdir order, reading at
-    /// most `per_call` entries per readdir call and resuming from the last
-    /// returned entry's cookie. With `plus`, checks each entry's attributes
-    /// and drops the kernel references readdirplus took.
+    /// Lists a directory (see `list`).
     pub fn list(&self, dir: Ino, plus: bool, per_call: usize) -> Vec<Entry> {
-        assert!(per_call > 0);
-        let mut out: Vec<Entry> = Vec::new();
-        let mut offset = 0u64;
-        loop {
-            let mut got: Vec<Entry> = Vec::new();
-            self.e()
-                .readdir(dir, offset, plus, &mut |e| {
-                    if got.len() == per_call {
-                        return false;
-                    }
-                    got.push(Entry::owned(e));
-                    true
-                })
-                .expect("readdir");
-            let Some(last) = got.last() else { break };
-            offset = last.offset;
-            let short = got.len() < per_call;
-            for e in got {
-                if e.name == b"." || e.name == b".." {
-                    continue;
-                }
-                if plus {
-                    let a = e.attr.expect("readdirplus entry without attributes");
-                    assert_eq!(a.ino, e.ino, "readdirplus attr of {:?}", e.name);
-                    assert_eq!(a.kind, e.kind, "readdirplus kind of {:?}", e.name);
-                    self.e().forget(e.ino, 1);
-                } else {
-                    assert!(e.attr.is_none(), "plain readdir returned attributes");
-                }
-                out.push(e);
-            }
-            if short {
-                break;
-            }
-        }
-        let names: BTreeSet<&Vec<u8>> = out.iter().map(|e| &e.name).collect();
-        assert_eq!(
-            names.len(),
-            out.len(),
-            "readdir of {dir} returned a name twice"
-        );
-        out
+        list(&*self.engine, dir, plus, per_call)
     }
 
     /// Sorted names of a directory with their inode and kind.
     pub fn names(&self, dir: Ino) -> Vec<(Vec<u8>, Ino, FileKind)> {
-        let mut v: Vec<_> = self
-            .list(dir, false, 1000)
-            .into_iter()
-            .map(|e| (e.name, e.ino, e.kind))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
+        names(&*self.engine, dir)
     }
 
     /// Sets a directory's or file's mtime and ctime to a fixed past instant.
@@ -280,6 +209,160 @@ impl Drop for Fs {
         if !std::thread::panicking() {
             let _ = self.engine.shutdown();
         }
+    }
+}
+
+/// Looks a name up without keeping the kernel reference.
+pub fn ino(b: &dyn Backend, parent: Ino, name: &[u8]) -> churnfs_engine::Result<Ino> {
+    let attr = b.lookup(parent, name)?;
+    b.forget(attr.ino, 1);
+    Ok(attr.ino)
+}
+
+/// Resolves a `/`-separated path from the root.
+pub fn resolve(b: &dyn Backend, path: &str) -> churnfs_engine::Result<Ino> {
+    let mut at = Ino::ROOT;
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        at = ino(b, at, part.as_bytes())?;
+    }
+    Ok(at)
+}
+
+/// The whole contents of a file, checking that the read returns exactly
+/// `size` bytes.
+pub fn read_all(b: &dyn Backend, ino: Ino) -> Vec<u8> {
+    let size = b.getattr(ino).expect("getattr").size;
+    let mut out = Vec::with_capacity(size as usize);
+    while (out.len() as u64) < size {
+        let chunk = b.read(ino, out.len() as u64, 1 << 20).expect("read");
+        assert!(
+            !chunk.is_empty(),
+            "{ino}: read at {} of {size} returned nothing",
+            out.len()
+        );
+        out.extend_from_slice(&chunk);
+    }
+    assert_eq!(out.len() as u64, size, "{ino}: read past the size");
+    assert!(b.read(ino, size, 16).expect("read at eof").is_empty());
+    out
+}
+
+/// Lists a directory (without `.` and `..`) in readdir order, reading at
+/// most `per_call` entries per readdir call and resuming from the last
+/// returned entry's cookie. With `plus`, checks each entry's attributes
+/// and drops the kernel references readdirplus took.
+pub fn list(b: &dyn Backend, dir: Ino, plus: bool, per_call: usize) -> Vec<Entry> {
+    assert!(per_call > 0);
+    let mut out: Vec<Entry> = Vec::new();
+    let mut offset = 0u64;
+    loop {
+        let mut got: Vec<Entry> = Vec::new();
+        b.readdir(dir, offset, plus, &mut |e| {
+            if got.len() == per_call {
+                return false;
+            }
+            got.push(Entry::owned(e));
+            true
+        })
+        .expect("readdir");
+        let Some(last) = got.last() else { break };
+        offset = last.offset;
+        let short = got.len() < per_call;
+        for e in got {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            if plus {
+                let a = e.attr.expect("readdirplus entry without attributes");
+                assert_eq!(a.ino, e.ino, "readdirplus attr of {:?}", e.name);
+                assert_eq!(a.kind, e.kind, "readdirplus kind of {:?}", e.name);
+                b.forget(e.ino, 1);
+            } else {
+                assert!(e.attr.is_none(), "plain readdir returned attributes");
+            }
+            out.push(e);
+        }
+        if short {
+            break;
+        }
+    }
+    let names: BTreeSet<&Vec<u8>> = out.iter().map(|e| &e.name).collect();
+    assert_eq!(
+        names.len(),
+        out.len(),
+        "readdir of {dir} returned a name twice"
+    );
+    out
+}
+
+/// Sorted names of a directory with their inode and kind.
+pub fn names(b: &dyn Backend, dir: Ino) -> Vec<(Vec<u8>, Ino, FileKind)> {
+    let mut v: Vec<_> = list(b, dir, false, 1000)
+        .into_iter()
+        .map(|e| (e.name, e.ino, e.kind))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// What the reference driver runs its operations on: one mount of a local
+/// store, or several mounts of one shared volume.
+pub trait Target {
+    /// How many mounts serve operations.
+    fn mounts(&self) -> usize;
+    /// Mount `m`.
+    fn backend(&self, m: usize) -> Arc<dyn Backend>;
+    /// Remounts (some or all mounts); returns the mounts whose open handles
+    /// (and so held files) are gone.
+    fn remount(&mut self, rng: &mut Rng) -> Vec<usize>;
+    /// The backend's own bounds and counters, with `held[m]` files held
+    /// open-unlinked by mount `m`.
+    fn check(&self, held: &[u64], ctx: &str);
+    /// Lets background work the backend owes finish (frees after a last
+    /// close, in shared mode).
+    fn settle(&self) {}
+}
+
+impl Target for Fs {
+    fn mounts(&self) -> usize {
+        1
+    }
+
+    fn backend(&self, _m: usize) -> Arc<dyn Backend> {
+        self.engine.clone()
+    }
+
+    fn remount(&mut self, _rng: &mut Rng) -> Vec<usize> {
+        Fs::remount(self);
+        vec![0]
+    }
+
+    fn check(&self, held: &[u64], ctx: &str) {
+        let held = held.iter().sum::<u64>();
+        assert_eq!(
+            self.stat("kernel_known_inodes"),
+            0,
+            "{ctx}: kernel references leaked"
+        );
+        assert_eq!(self.stat("open_handles"), held, "{ctx}: open handles");
+        assert_eq!(self.stat("unlinked_inodes"), held, "{ctx}: unlinked set");
+        // Caches stay within their bounds; only pinned inodes (dirty, open,
+        // unlinked) may push the inode cache past its own.
+        let inodes = self.stat("icache_inodes");
+        let pinned_max = self.stat("dirty_items") + held;
+        assert!(
+            inodes <= self.cfg.inodes_max as u64 + pinned_max,
+            "{ctx}: {inodes} cached inodes, bound {} + {pinned_max} pinned",
+            self.cfg.inodes_max
+        );
+        assert!(
+            self.stat("dcache_positive") <= self.cfg.dentries_max as u64,
+            "{ctx}: positive dentries"
+        );
+        assert!(
+            self.stat("dcache_negative") <= self.cfg.negative_entries_max as u64,
+            "{ctx}: negative dentries"
+        );
     }
 }
 

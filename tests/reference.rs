@@ -5,8 +5,9 @@
 //! The reference is a map of paths to nodes; a file node names a file
 //! (contents and xattrs) that several paths may share (hard links).
 
-use crate::{pattern, Fs, Rng, CTX};
+use crate::{names, pattern, read_all, resolve, Rng, Target, CTX};
 use churnfs_engine::{EngineError, FileKind, Ino, RenameFlags, SetAttr};
+use churnfs_vfs::Backend;
 use std::collections::BTreeMap;
 
 /// Identity of a file in the reference (an inode, without its number).
@@ -237,9 +238,9 @@ const XATTRS: [&str; 3] = ["user.a", "user.b", "trusted.c"];
 /// Drives an engine and the reference model with the same operations.
 pub struct Driver {
     pub model: Model,
-    /// Files unlinked while open (or made by O_TMPFILE), still open: inode
-    /// and contents.
-    pub held: Vec<(Ino, Vec<u8>)>,
+    /// Files unlinked while open (or made by O_TMPFILE), still open: inode,
+    /// contents and the mount holding them.
+    pub held: Vec<(Ino, Vec<u8>, usize)>,
     /// The held files made by O_TMPFILE: only they may be linked again
     /// (the kernel's I_LINKABLE), and none may come back after a crash.
     pub tmpfiles: std::collections::BTreeSet<Ino>,
@@ -375,12 +376,18 @@ impl Driver {
     }
 
     /// Applies `op` to the engine and the model, checking the engine's answer
-    /// against the model's prediction.
-    pub fn apply(&mut self, fs: &mut Fs, op: &Op, ctx: &str) {
-        let e = fs.engine.clone();
-        let resolve = |fs: &Fs, path: &str| {
-            fs.resolve(path)
-                .unwrap_or_else(|err| panic!("{ctx}: resolving {path:?}: {err:?}"))
+    /// against the model's prediction. With several mounts, each operation
+    /// goes to one picked at random (one holding a file, for operations on
+    /// held files).
+    pub fn apply(&mut self, fs: &mut dyn Target, op: &Op, ctx: &str) {
+        let m = if fs.mounts() > 1 {
+            self.rng.below(fs.mounts() as u64) as usize
+        } else {
+            0
+        };
+        let e: std::sync::Arc<dyn Backend> = fs.backend(m);
+        let resolve = |e: &std::sync::Arc<dyn Backend>, path: &str| {
+            resolve(&**e, path).unwrap_or_else(|err| panic!("{ctx}: resolving {path:?}: {err:?}"))
         };
         // Ok(()) when the model allows no error; otherwise one of `allowed`.
         let expect = |res: churnfs_engine::Result<()>, allowed: &[&str]| -> bool {
@@ -393,7 +400,7 @@ impl Driver {
         match op {
             Op::Create { path } | Op::Mkdir { path } => {
                 let (dir, name) = split(path);
-                let parent = resolve(fs, dir);
+                let parent = resolve(&e, dir);
                 let dir_op = matches!(op, Op::Mkdir { .. });
                 let res = if dir_op {
                     e.mkdir(CTX, parent, name.as_bytes(), 0o755).map(|a| {
@@ -415,9 +422,9 @@ impl Driver {
                 }
             }
             Op::Link { from, to } => {
-                let ino = resolve(fs, from);
+                let ino = resolve(&e, from);
                 let (dir, name) = split(to);
-                let parent = resolve(fs, dir);
+                let parent = resolve(&e, dir);
                 let res = e.link(ino, parent, name.as_bytes()).map(|a| {
                     assert_eq!(a.ino, ino, "{ctx}: link answered another inode");
                     e.forget(a.ino, 1);
@@ -434,13 +441,14 @@ impl Driver {
                 len,
                 seed,
             } => {
-                let ino = resolve(fs, path);
+                let ino = resolve(&e, path);
                 let data = pattern(*seed, *len);
                 e.open(ino).expect("open");
                 let n = e
-                    .write(ino, *off, &data)
+                    .write(ino, *off, &data, false)
                     .unwrap_or_else(|err| panic!("{ctx}: write: {err:?}"));
                 assert_eq!(n as usize, data.len(), "{ctx}: short write");
+                e.flush(ino).expect("flush at close");
                 e.release(ino).expect("release");
                 let f = &mut self.model.file_mut(path).data;
                 let end = *off as usize + data.len();
@@ -450,7 +458,7 @@ impl Driver {
                 f[*off as usize..end].copy_from_slice(&data);
             }
             Op::Truncate { path, size } => {
-                let ino = resolve(fs, path);
+                let ino = resolve(&e, path);
                 let set = SetAttr {
                     size: Some(*size),
                     ..SetAttr::default()
@@ -467,7 +475,7 @@ impl Driver {
                 len,
                 seed,
             } => {
-                let ino = resolve(fs, path);
+                let ino = resolve(&e, path);
                 let value = pattern(*seed, *len);
                 e.setxattr(ino, name.as_bytes(), &value, 0)
                     .unwrap_or_else(|err| panic!("{ctx}: setxattr: {err:?}"));
@@ -477,7 +485,7 @@ impl Driver {
                     .insert(name.as_bytes().to_vec(), value);
             }
             Op::RemoveXattr { path, name } => {
-                let ino = resolve(fs, path);
+                let ino = resolve(&e, path);
                 let res = e.removexattr(ino, name.as_bytes());
                 let x = &mut self.model.file_mut(path).xattrs;
                 let allowed: &[&str] = if x.contains_key(name.as_bytes()) {
@@ -491,7 +499,7 @@ impl Driver {
             }
             Op::Unlink { path } => {
                 let (dir, name) = split(path);
-                let parent = resolve(fs, dir);
+                let parent = resolve(&e, dir);
                 let res = e.unlink(parent, name.as_bytes());
                 let allowed: &[&str] = if self.model.is_dir(path) {
                     &["IsDir"]
@@ -504,7 +512,7 @@ impl Driver {
             }
             Op::Rmdir { path } => {
                 let (dir, name) = split(path);
-                let parent = resolve(fs, dir);
+                let parent = resolve(&e, dir);
                 let res = e.rmdir(parent, name.as_bytes());
                 let allowed: &[&str] = if !self.model.is_dir(path) {
                     &["NotDir"]
@@ -541,8 +549,8 @@ impl Driver {
                         _ => {}
                     }
                 }
-                let fparent = resolve(fs, fdir);
-                let tparent = resolve(fs, tdir);
+                let fparent = resolve(&e, fdir);
+                let tparent = resolve(&e, tdir);
                 let res = e.rename(
                     fparent,
                     fname.as_bytes(),
@@ -556,8 +564,8 @@ impl Driver {
             }
             Op::UnlinkKeepOpen { path } => {
                 let (dir, name) = split(path);
-                let parent = resolve(fs, dir);
-                let ino = resolve(fs, path);
+                let parent = resolve(&e, dir);
+                let ino = resolve(&e, path);
                 e.open(ino).expect("open");
                 e.unlink(parent, name.as_bytes())
                     .unwrap_or_else(|err| panic!("{ctx}: unlink of an open file: {err:?}"));
@@ -565,14 +573,15 @@ impl Driver {
                     .model
                     .remove(path)
                     .unwrap_or_else(|| panic!("model: held {path} had other names"));
-                self.held.push((ino, file.data));
+                self.held.push((ino, file.data, m));
             }
             Op::ReleaseHeld { seed } => {
-                let (ino, mut data) = self.held.remove(0);
+                let (ino, mut data, hm) = self.held.remove(0);
+                let e = fs.backend(hm);
                 self.tmpfiles.remove(&ino);
                 let extra = pattern(*seed, 100);
                 let off = data.len() as u64 / 2;
-                e.write(ino, off, &extra)
+                e.write(ino, off, &extra, false)
                     .unwrap_or_else(|err| panic!("{ctx}: write to an unlinked file: {err:?}"));
                 let end = off as usize + extra.len();
                 if data.len() < end {
@@ -580,17 +589,19 @@ impl Driver {
                 }
                 data[off as usize..end].copy_from_slice(&extra);
                 assert!(
-                    fs.read_all(ino) == data,
+                    read_all(&*e, ino) == data,
                     "{ctx}: open-unlinked {ino} lost its contents"
                 );
+                e.flush(ino).expect("flush at close");
                 e.release(ino).expect("release");
+                fs.settle();
                 match e.getattr(ino) {
                     Err(EngineError::NotFound) => {}
                     other => panic!("{ctx}: {ino} outlived its last release: {other:?}"),
                 }
             }
             Op::Tmpfile { dir, len, seed } => {
-                let parent = resolve(fs, dir);
+                let parent = resolve(&e, dir);
                 let (a, _) = e
                     .tmpfile(CTX, parent, 0o644, true)
                     .unwrap_or_else(|err| panic!("{ctx}: tmpfile: {err:?}"));
@@ -599,21 +610,22 @@ impl Driver {
                 e.forget(a.ino, 1);
                 let data = pattern(*seed, *len);
                 if !data.is_empty() {
-                    e.write(a.ino, 0, &data)
+                    e.write(a.ino, 0, &data, false)
                         .unwrap_or_else(|err| panic!("{ctx}: write to a tmpfile: {err:?}"));
                 }
-                self.held.push((a.ino, data));
+                self.held.push((a.ino, data, m));
                 self.tmpfiles.insert(a.ino);
             }
             Op::LinkHeld { to } => {
                 let i = self
                     .held
                     .iter()
-                    .position(|(ino, _)| self.tmpfiles.contains(ino))
+                    .position(|(ino, _, _)| self.tmpfiles.contains(ino))
                     .expect("a held tmpfile");
                 let ino = self.held[i].0;
+                let e = fs.backend(self.held[i].2);
                 let (dir, name) = split(to);
-                let parent = resolve(fs, dir);
+                let parent = resolve(&e, dir);
                 let res = e.link(ino, parent, name.as_bytes()).map(|a| {
                     assert_eq!(a.ino, ino, "{ctx}: link answered another inode");
                     assert_eq!(a.nlink, 1, "{ctx}: a linked tmpfile's link count");
@@ -621,11 +633,12 @@ impl Driver {
                 });
                 let allowed = self.model.may_exist(to);
                 if expect(res, allowed) {
-                    let (_, data) = self.held.remove(i);
+                    let (_, data, _) = self.held.remove(i);
                     self.tmpfiles.remove(&ino);
                     self.tmpfiles_linked += 1;
                     self.model.create(to);
                     self.model.file_mut(to).data = data;
+                    e.flush(ino).expect("flush at close");
                     e.release(ino).expect("release of a linked tmpfile");
                     assert!(
                         e.getattr(ino).is_ok(),
@@ -634,20 +647,27 @@ impl Driver {
                 }
             }
             Op::Fsync => e
-                .fsync()
+                .fsync(Ino::ROOT)
                 .unwrap_or_else(|err| panic!("{ctx}: fsync: {err:?}")),
             Op::Remount => {
-                fs.remount();
-                self.forget_held(fs, ctx);
+                let gone = fs.remount(&mut self.rng);
+                self.forget_held(fs, &gone, ctx);
             }
         }
     }
 
-    /// After a remount: held handles are gone, and so are their files.
-    pub fn forget_held(&mut self, fs: &Fs, ctx: &str) {
-        self.tmpfiles.clear();
-        for (ino, _) in self.held.drain(..) {
-            match fs.e().getattr(ino) {
+    /// After a remount of `mounts`: their held handles are gone, and so
+    /// are their files.
+    pub fn forget_held(&mut self, fs: &dyn Target, mounts: &[usize], ctx: &str) {
+        let (gone, kept): (Vec<_>, Vec<_>) = self
+            .held
+            .drain(..)
+            .partition(|(_, _, m)| mounts.contains(m));
+        self.held = kept;
+        let e = fs.backend(0);
+        for (ino, _, _) in gone {
+            self.tmpfiles.remove(&ino);
+            match e.getattr(ino) {
                 Err(EngineError::NotFound) => {}
                 other => panic!("{ctx}: open-unlinked {ino} survived a remount: {other:?}"),
             }
@@ -658,10 +678,11 @@ impl Driver {
     /// recovery reclaimed it) or is back with a name (the unlink was lost);
     /// `compare_tree` checks the latter against the model. A held tmpfile
     /// never had a name: it must be gone.
-    pub fn drop_held_after_crash(&mut self, fs: &Fs, ctx: &str) {
+    pub fn drop_held_after_crash(&mut self, fs: &dyn Target, ctx: &str) {
         let tmpfiles = std::mem::take(&mut self.tmpfiles);
-        for (ino, _) in self.held.drain(..) {
-            match fs.e().getattr(ino) {
+        let e = fs.backend(0);
+        for (ino, _, _) in self.held.drain(..) {
+            match e.getattr(ino) {
                 Err(EngineError::NotFound) => {}
                 // A tmpfile never had a name to get back.
                 Ok(a) if a.nlink > 0 && !tmpfiles.contains(&ino) => {}
@@ -670,53 +691,39 @@ impl Driver {
         }
     }
 
-    /// Compares the engine's whole tree, and the held files, with the model.
-    pub fn compare(&self, fs: &Fs, ctx: &str) {
-        compare_tree(fs, &self.model, ctx);
-        // Every reference the driver took was dropped again.
-        let held = self.held.len() as u64;
-        assert_eq!(
-            fs.stat("kernel_known_inodes"),
-            0,
-            "{ctx}: kernel references leaked"
-        );
-        assert_eq!(fs.stat("open_handles"), held, "{ctx}: open handles");
-        assert_eq!(fs.stat("unlinked_inodes"), held, "{ctx}: unlinked set");
-        // Caches stay within their bounds; only pinned inodes (dirty, open,
-        // unlinked) may push the inode cache past its own.
-        let inodes = fs.stat("icache_inodes");
-        let pinned_max = fs.stat("dirty_items") + held;
-        assert!(
-            inodes <= fs.cfg.inodes_max as u64 + pinned_max,
-            "{ctx}: {inodes} cached inodes, bound {} + {pinned_max} pinned",
-            fs.cfg.inodes_max
-        );
-        assert!(
-            fs.stat("dcache_positive") <= fs.cfg.dentries_max as u64,
-            "{ctx}: positive dentries"
-        );
-        assert!(
-            fs.stat("dcache_negative") <= fs.cfg.negative_entries_max as u64,
-            "{ctx}: negative dentries"
-        );
-        for (ino, data) in &self.held {
-            let a = fs
-                .e()
+    /// Compares the tree as every mount sees it, and the held files, with
+    /// the model; then the backend's own bounds.
+    pub fn compare(&self, fs: &dyn Target, ctx: &str) {
+        for m in 0..fs.mounts() {
+            let e = fs.backend(m);
+            let ctx = if fs.mounts() > 1 {
+                format!("{ctx} (mount {m})")
+            } else {
+                ctx.to_string()
+            };
+            compare_tree(&*e, &self.model, &ctx);
+        }
+        let mut held = vec![0u64; fs.mounts()];
+        for (ino, data, m) in &self.held {
+            held[*m] += 1;
+            let e = fs.backend(*m);
+            let a = e
                 .getattr(*ino)
                 .unwrap_or_else(|err| panic!("{ctx}: held {ino}: {err:?}"));
             assert_eq!(a.nlink, 0, "{ctx}: held {ino} has links");
             assert!(
-                fs.read_all(*ino) == *data,
+                read_all(&*e, *ino) == *data,
                 "{ctx}: held {ino} contents differ"
             );
         }
+        fs.check(&held, ctx);
     }
 }
 
 /// Compares the engine's tree with `model`: names, kinds, inode numbers
 /// (every name of a file is one inode, distinct files distinct inodes),
 /// link counts, sizes, contents and xattrs.
-pub fn compare_tree(fs: &Fs, model: &Model, ctx: &str) {
+pub fn compare_tree(fs: &dyn Backend, model: &Model, ctx: &str) {
     let mut inos: BTreeMap<FileId, Ino> = BTreeMap::new();
     walk(fs, Ino::ROOT, "", model, &mut inos, ctx);
     let distinct: std::collections::BTreeSet<Ino> = inos.values().copied().collect();
@@ -728,12 +735,11 @@ pub fn compare_tree(fs: &Fs, model: &Model, ctx: &str) {
     for (id, ino) in inos {
         let file = &model.files[&id];
         let a = fs
-            .e()
             .getattr(ino)
             .unwrap_or_else(|err| panic!("{ctx}: getattr {ino}: {err:?}"));
         assert_eq!(a.nlink as usize, model.nlink(id), "{ctx}: nlink of {ino}");
         assert_eq!(a.size, file.data.len() as u64, "{ctx}: size of {ino}");
-        let got = fs.read_all(ino);
+        let got = read_all(fs, ino);
         if got != file.data {
             let i = got.iter().zip(&file.data).position(|(a, b)| a != b);
             panic!(
@@ -741,13 +747,13 @@ pub fn compare_tree(fs: &Fs, model: &Model, ctx: &str) {
                 file.data.len()
             );
         }
-        let list = fs.e().listxattr(ino).unwrap();
+        let list = fs.listxattr(ino).unwrap();
         let mut want_list = Vec::new();
         for (k, v) in &file.xattrs {
             want_list.extend_from_slice(k);
             want_list.push(0);
             assert_eq!(
-                fs.e().getxattr(ino, k).ok().as_ref(),
+                fs.getxattr(ino, k).ok().as_ref(),
                 Some(v),
                 "{ctx}: xattr {} of {ino}",
                 String::from_utf8_lossy(k)
@@ -757,8 +763,15 @@ pub fn compare_tree(fs: &Fs, model: &Model, ctx: &str) {
     }
 }
 
-fn walk(fs: &Fs, dir: Ino, path: &str, model: &Model, inos: &mut BTreeMap<FileId, Ino>, ctx: &str) {
-    let got = fs.names(dir);
+fn walk(
+    fs: &dyn Backend,
+    dir: Ino,
+    path: &str,
+    model: &Model,
+    inos: &mut BTreeMap<FileId, Ino>,
+    ctx: &str,
+) {
+    let got = names(fs, dir);
     let want = model.children(path);
     let kind = |n: Node| match n {
         Node::Dir => FileKind::Directory,
@@ -776,7 +789,7 @@ fn walk(fs: &Fs, dir: Ino, path: &str, model: &Model, inos: &mut BTreeMap<FileId
     let mut subdirs = 0;
     for ((name, ino, _), (_, node)) in got.iter().zip(&want) {
         let child = join(path, &String::from_utf8_lossy(name));
-        match fs.ino(dir, name) {
+        match crate::ino(fs, dir, name) {
             Ok(i) if i == *ino => {}
             other => panic!("{ctx}: lookup of /{child} gave {other:?}, readdir said {ino}"),
         }
@@ -795,7 +808,6 @@ fn walk(fs: &Fs, dir: Ino, path: &str, model: &Model, inos: &mut BTreeMap<FileId
         }
     }
     let a = fs
-        .e()
         .getattr(dir)
         .unwrap_or_else(|err| panic!("{ctx}: getattr /{path}: {err:?}"));
     assert_eq!(a.nlink, 2 + subdirs, "{ctx}: nlink of directory /{path}");

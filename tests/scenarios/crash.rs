@@ -130,7 +130,7 @@ fn run(seed: u64) -> Exercised {
                 "{ctx}: fsynced /{path} lost its contents"
             );
         }
-        compare_tree(&fs, &expected, &ctx);
+        compare_tree(&*fs.engine, &expected, &ctx);
         d.model = expected;
         d.drop_held_after_crash(&fs, &ctx);
     }
@@ -138,7 +138,7 @@ fn run(seed: u64) -> Exercised {
     fs.remount();
     fs.fsck();
     compare_tree(
-        &fs,
+        &*fs.engine,
         &d.model,
         &format!("seed {seed}: remount after the last crash"),
     );

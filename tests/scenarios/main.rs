@@ -8,5 +8,6 @@ mod journal;
 mod model;
 mod namespace;
 mod rename;
+mod shared_sim;
 mod unlink_while_open;
 mod xattrs;

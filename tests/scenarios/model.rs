@@ -59,7 +59,7 @@ fn run(seed: u64) -> u64 {
     }
     let ctx = format!("seed {seed} after the final remount");
     fs.remount();
-    d.forget_held(&fs, &ctx);
+    d.forget_held(&fs, &[0], &ctx);
     d.compare(&fs, &ctx);
     fs.fsck();
     deferred

@@ -4,8 +4,8 @@
 //! header carries no groups, and most checks never need them: the owner, or
 //! a caller whose mode bits already allow, decides without the read.
 
-use churnfs_vfs::perm::{Caller, Cap};
 use crate::stats::Stats;
+use churnfs_vfs::perm::{Caller, Cap};
 
 /// What `/proc/<pid>/status` says about a task's credentials.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -30,11 +30,11 @@
 //! Bound: two buffers per thread, a request (`MAX_IO` of data and a page
 //! for the headers) and a reply (`MAX_IO` and the out header).
 
+use crate::stats::Stats;
 use crate::wire::{
     fixed_len, in_header, outcome, put_out_header, serve, u32_at, u64_at, In, MAX_IO, OUT_HEADER,
 };
 use crate::Core;
-use crate::stats::Stats;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -74,6 +74,11 @@ mod tests {
             (EngineError::Store(StoreError::Locked), libc::EIO),
             (EngineError::Store(StoreError::Poisoned), libc::EIO),
             (EngineError::Store(StoreError::Closed), libc::EIO),
+            (
+                EngineError::Store(StoreError::Unavailable("x".into())),
+                libc::EIO,
+            ),
+            (EngineError::Store(StoreError::Fenced), libc::EIO),
         ];
         for (e, code) in table {
             assert_eq!(errno(&e).code(), code, "{e:?}");

@@ -30,6 +30,8 @@ enum Inval {
 pub struct Invalidator {
     tx: SyncSender<Inval>,
     stats: Arc<Stats>,
+    /// For `inval_attr_now`, sent from the calling thread.
+    notifier: Notifier,
 }
 
 impl Invalidator {
@@ -37,6 +39,7 @@ impl Invalidator {
     pub fn start(notifier: Notifier, stats: Arc<Stats>) -> std::io::Result<Invalidator> {
         let (tx, rx) = sync_channel::<Inval>(QUEUE_MAX);
         let st = stats.clone();
+        let own = notifier.clone();
         std::thread::Builder::new()
             .name("churnfs-coherence".into())
             .spawn(move || {
@@ -61,7 +64,11 @@ impl Invalidator {
                     }
                 }
             })?;
-        Ok(Invalidator { tx, stats })
+        Ok(Invalidator {
+            tx,
+            stats,
+            notifier: own,
+        })
     }
 
     fn push(&self, i: Inval) {
@@ -80,5 +87,15 @@ impl KernelCache for Invalidator {
 
     fn inval_inode(&self, ino: Ino) {
         self.push(Inval::Inode(ino.0));
+    }
+
+    fn inval_attr_now(&self, ino: Ino) {
+        // Offset -1: attributes only, no page is touched, so nothing in the
+        // kernel waits on the request being served.
+        match self.notifier.inval_inode(INodeNo(ino.0), -1, 0) {
+            Ok(()) => Stats::inc(&self.stats.kernel_inval_inodes),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(_) => Stats::inc(&self.stats.kernel_inval_refused),
+        }
     }
 }

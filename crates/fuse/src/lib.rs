@@ -19,7 +19,6 @@ pub mod workers;
 
 use churnfs_vfs::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
 use churnfs_vfs::{Attr, Backend, Coherence, EngineError, Ino};
-use stats::Stats;
 use cred::ReqCaller;
 use fuser::{
     Config, Filesystem, FopenFlags, Generation, InitFlags, KernelConfig, MountOption, Request,
@@ -27,6 +26,7 @@ use fuser::{
 };
 use negative::KernelNegatives;
 use ops::Who;
+use stats::Stats;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -368,12 +368,7 @@ impl Core {
     }
 
     /// May the caller remove `name` from `dir`?
-    fn may_delete(
-        &self,
-        c: &mut ReqCaller<'_>,
-        dir: u64,
-        name: &OsStr,
-    ) -> churnfs_vfs::Result<()> {
+    fn may_delete(&self, c: &mut ReqCaller<'_>, dir: u64, name: &OsStr) -> churnfs_vfs::Result<()> {
         let d = self.attr(dir)?;
         perm::may_delete(c, &d, &mut || {
             self.backend.child_attr(Ino(dir), name.as_bytes())

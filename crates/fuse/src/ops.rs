@@ -13,9 +13,7 @@
 
 use crate::{convert, errno, open_mask_bits, Core, GEN};
 use churnfs_vfs::perm::{self, MAY_EXEC, MAY_WRITE};
-use churnfs_vfs::{
-    Ctx, EngineError, FileKind, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime,
-};
+use churnfs_vfs::{Ctx, EngineError, FileKind, Ino, RenameFlags as ERenameFlags, SetAttr, SetTime};
 use fuser::{Errno, FileAttr, FileType, FopenFlags, Generation, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -362,7 +360,9 @@ impl Core {
             perm::may_link(c, &self.attr(i)?)?;
             self.may_create(c, newparent)
         })?;
-        let r = self.backend.link(Ino(i), Ino(newparent), newname.as_bytes());
+        let r = self
+            .backend
+            .link(Ino(i), Ino(newparent), newname.as_bytes());
         self.made(newparent, newname, r)
     }
 

@@ -21,12 +21,12 @@
 //! answers EAGAIN. If registration fails the kernel turns the ring off and
 //! goes back to /dev/fuse (`fc->io_uring = 0`), which the readers serve.
 
+use crate::stats::Stats;
 use crate::wire::{
     fixed_len, in_header, outcome, put32, put64, put_out_header, serve, serve_wait, u32_at, u64_at,
     In, FSYNC, FSYNCDIR, MAX_IO,
 };
 use crate::Core;
-use crate::stats::Stats;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -261,8 +261,7 @@ fn queue(
             .name(format!("churnfs-wait{qid}"))
             .spawn_scoped(s, move || {
                 for (i, opcode, nodeid, unique, commit_id) in rx {
-                    let (err, _) =
-                        outcome(opcode, || serve_wait(core, opcode, nodeid).map(|()| 0));
+                    let (err, _) = outcome(opcode, || serve_wait(core, opcode, nodeid).map(|()| 0));
                     answers
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())

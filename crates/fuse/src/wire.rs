@@ -5,8 +5,8 @@
 //! after the in header. ABI 7.40, which fuser negotiates at INIT.
 
 use crate::ops::{self, DirItem, Res, SetattrIn, Who};
-use crate::{convert, Core};
 use crate::stats::Stats;
+use crate::{convert, Core};
 use fuser::{Errno, FileAttr, FileType, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

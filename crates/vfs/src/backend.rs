@@ -48,6 +48,10 @@ pub trait KernelCache: Send + Sync {
     fn inval_entry(&self, parent: Ino, name: &[u8]);
     /// The kernel's attributes and cached pages of `ino` are stale.
     fn inval_inode(&self, ino: Ino);
+    /// The kernel's attributes of `ino` are stale, said before this call
+    /// returns: for a handler (OPEN) that must not reply before the kernel
+    /// has dropped them. Never blocks on a request.
+    fn inval_attr_now(&self, ino: Ino);
 }
 
 /// A filesystem the adapter serves. Every method is called from the
@@ -120,8 +124,9 @@ pub trait Backend: Send + Sync {
     /// The last close of an open handle.
     fn release(&self, ino: Ino) -> Result<()>;
     fn opendir(&self, ino: Ino) -> Result<Fh>;
-    /// Entries of `dir` after cookie `offset`; `emit` returns true when the
-    /// reply is full. With `plus`, every entry but `.` and `..` carries its
+    /// Entries of `dir` after cookie `offset`; `emit` takes each one and
+    /// returns false when the reply is full (that entry not taken). With
+    /// `plus`, every entry but `.` and `..` carries its
     /// attributes and takes a kernel reference.
     fn readdir(
         &self,

@@ -1,4 +1,4 @@
-//! Errors of the engine and of the store below it. The adapter maps
+//! Errors of a backend (the engine) and of the store below it. The adapter maps
 //! `EngineError` to an errno in exactly one function; the CLI prints `Display`.
 
 use crate::types::Ino;
@@ -18,6 +18,14 @@ pub enum StoreError {
     Poisoned,
     #[error("store closed: opening it again after a failure did not succeed")]
     Closed,
+    /// Shared mode: the metadata engine or the object store did not answer
+    /// within the operation's deadline (no quorum, unreachable).
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Shared mode: this mount's session expired (partitioned or paused
+    /// past its lease); it writes nothing until it has a new one.
+    #[error("this mount's session expired; it writes nothing until it has a new one")]
+    Fenced,
 }
 
 impl StoreError {

@@ -1,0 +1,65 @@
+//! Counters and gauges of a shared-mode mount, readable while mounted.
+
+churnfs_vfs::counters! {
+    /// Every counter and gauge of the shared-mode engine (docs/design.md
+    /// §15, "Stats").
+    pub struct Stats {
+    // the metadata engine
+    kv_reads,
+    kv_scans,
+    kv_commits,
+    kv_conflicts,
+    kv_unavailable,
+    kv_ambiguous_resolved,
+    op_retries,
+    op_timeouts,
+    // the session
+    session_id,
+    session_renewals,
+    session_renewal_failures,
+    sessions_started,
+    fenced,
+    // inodes this mount's kernel holds, and files open here
+    kernel_known_inodes,
+    open_files,
+    ino_ranges_taken,
+    // files unlinked while open here (recorded for this session), freed at
+    // last close or forget
+    unlinked_inodes,
+    unlinked_freed,
+    frees_pending,
+    // other sessions that ended without unmounting, and what was reclaimed
+    sessions_reclaimed,
+    reclaimed_inodes,
+    // the delete queue: items queued and done, chunks and objects freed
+    delete_queued,
+    delete_done,
+    delete_backlog,
+    chunks_freed,
+    objects_deleted,
+    // file data
+    dirty_bytes,
+    dirty_bytes_max,
+    dirty_files,
+    writer_flushes,
+    flushes,
+    objects_put,
+    object_bytes_put,
+    objects_got,
+    object_bytes_got,
+    object_cache_bytes,
+    object_cache_bytes_max,
+    object_cache_hits,
+    object_cache_misses,
+    chunk_compactions,
+    object_errors,
+    corrupt_objects,
+    // following other mounts' changes
+    watch_events,
+    watch_foreign,
+    watch_restarts,
+    inval_entries,
+    inval_inodes,
+    pages_dropped_at_open,
+    }
+}

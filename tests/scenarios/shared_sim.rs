@@ -1,0 +1,108 @@
+//! Shared-mode simulation: seeded random operations (the model test's)
+//! go to several mounts of one volume at random, on an engine that
+//! injects conflicts, answers lost in transit and commits lost in transit;
+//! mounts are unmounted, crash (their lease expires and another mount
+//! reclaims what they left) and are fenced (their lease expires while
+//! they run). After every step the tree as every mount sees it equals the
+//! reference model, held files keep their contents, every bound holds and
+//! fsck is clean.
+//!
+//! Replay one seed with `CHURNFS_SHARED_SEED=<seed>`;
+//! `CHURNFS_SHARED_SEEDS=N` runs N seeds (`make shared-long`).
+
+use churnfs_tests::reference::{seeds, Driver, Op};
+use churnfs_tests::shared::{sim_config, Cluster};
+use churnfs_tests::{SeedGuard, Target};
+
+const SEEDS: u64 = 200;
+const STEPS: usize = 150;
+
+struct Exercised {
+    faults: u64,
+    crashes: u64,
+    fences: u64,
+    steps: u64,
+}
+
+fn run(seed: u64) -> Exercised {
+    let _guard = SeedGuard {
+        what: "shared simulation",
+        var: "CHURNFS_SHARED_SEED",
+        seed,
+    };
+    let mounts = 2 + (seed % 2) as usize;
+    let mut c = Cluster::new(mounts, sim_config());
+    c.fault_pct = 20;
+    let mut d = Driver::new(seed);
+    for step in 0..STEPS {
+        let op = d.random_op(true);
+        let ctx = format!("seed {seed} step {step} {op:?}");
+        c.maybe_fault(&mut d.rng);
+        d.apply(&mut c, &op, &ctx);
+        c.clear_faults();
+        // Now and then a running mount loses its lease and gets a new
+        // session (not on a step that remounted).
+        if !matches!(op, Op::Remount) && d.rng.chance(3) {
+            let m = d.rng.below(c.mounts() as u64) as usize;
+            c.fence(m);
+        }
+        d.compare(&c, &ctx);
+    }
+    let ctx = format!("seed {seed} at the end");
+    for m in 0..c.mounts.len() {
+        c.mounts[m].shutdown().expect("unmount");
+    }
+    let fresh = c.mount();
+    c.mounts = vec![fresh];
+    c.settle();
+    d.forget_held(&c, &(0..mounts).collect::<Vec<_>>(), &ctx);
+    d.compare(&c, &ctx);
+    let r = c.fsck();
+    assert_eq!(r.open_unlinked, 0, "{ctx}: open-unlinked records left");
+    assert_eq!(
+        r.sessions_ended, 0,
+        "{ctx}: ended sessions left unreclaimed"
+    );
+    Exercised {
+        faults: c.faults_injected,
+        crashes: c.crashes,
+        fences: c.fences,
+        steps: STEPS as u64,
+    }
+}
+
+#[test]
+fn mounts_of_one_volume_match_the_reference_model() {
+    let count = std::env::var("CHURNFS_SHARED_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEEDS);
+    let all = seeds("CHURNFS_SHARED_SEED", count);
+    let mut t = Exercised {
+        faults: 0,
+        crashes: 0,
+        fences: 0,
+        steps: 0,
+    };
+    for &seed in &all {
+        let e = run(seed);
+        t.faults += e.faults;
+        t.crashes += e.crashes;
+        t.fences += e.fences;
+        t.steps += e.steps;
+    }
+    println!(
+        "shared simulation: {} seeds, {} steps, {} faults injected, {} mounts crashed, {} fenced, 0 violations",
+        all.len(),
+        t.steps,
+        t.faults,
+        t.crashes,
+        t.fences
+    );
+    if all.len() as u64 == count {
+        assert!(
+            t.faults > 0 && t.crashes > 0 && t.fences > 0,
+            "nothing was injected"
+        );
+    }
+}
