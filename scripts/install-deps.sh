@@ -9,6 +9,12 @@ command -v git >/dev/null || need_apt+=(git)
 command -v tar >/dev/null || need_apt+=(tar)
 command -v diff >/dev/null || need_apt+=(diffutils)
 command -v cc >/dev/null || need_apt+=(gcc)
+# etcd-client's build generates its gRPC code with protoc.
+command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
+# The shared-mode tests start a 3-member etcd cluster on 127.0.0.1.
+command -v etcd >/dev/null || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null || need_apt+=(etcd-client)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_apt[*]}"

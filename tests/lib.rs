@@ -17,6 +17,7 @@ use churnfs_vfs::Backend;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+pub mod etcd;
 pub mod shared;
 
 /// Caller of every operation in these tests.

@@ -88,6 +88,7 @@ impl Cluster {
     /// Runs every mount's background work until none is left.
     pub fn settle(&self) {
         for m in &self.mounts {
+            m.catch_up().expect("watch");
             for s in m.ended_sessions().expect("ended sessions") {
                 m.reclaim_session(s).expect("reclaim");
             }
@@ -210,7 +211,10 @@ impl Target for Cluster {
         self.mounts.len()
     }
 
+    /// Mount `m`, once it has taken every change its watch can deliver
+    /// (no thread follows the watch here).
     fn backend(&self, m: usize) -> Arc<dyn Backend> {
+        self.mounts[m].catch_up().expect("watch");
         self.mounts[m].clone()
     }
 

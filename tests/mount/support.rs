@@ -82,6 +82,26 @@ impl Mount {
         self.mnt.join(rel)
     }
 
+    /// A mount of an existing source (a volume URL) under a fresh
+    /// directory, with `options`.
+    pub fn attach(source: &str, options: &str) -> Mount {
+        let dir = tempfile::Builder::new()
+            .prefix("churnfs-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let mut m = Mount {
+            dir,
+            store: PathBuf::from(source),
+            mnt,
+            child: None,
+            options: options.to_string(),
+        };
+        m.start();
+        m
+    }
+
     /// Starts the daemon and waits for the mount.
     pub fn start(&mut self) {
         assert!(self.child.is_none());
@@ -90,19 +110,23 @@ impl Mount {
         if !self.options.is_empty() {
             cmd.arg("-o").arg(&self.options);
         }
+        // The daemon's log goes to a file: a pipe nobody reads would stop
+        // the daemon once it filled.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .expect("daemon log");
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(log)
             .spawn()
             .expect("spawn mount");
         let start = Instant::now();
         while !is_mounted(&self.mnt) {
             if let Ok(Some(st)) = child.try_wait() {
-                let mut err = String::new();
-                use std::io::Read;
-                child.stderr.take().unwrap().read_to_string(&mut err).ok();
-                panic!("mount exited with {st}: {err}");
+                panic!("mount exited with {st}: {}", self.log());
             }
             assert!(
                 start.elapsed() < Duration::from_secs(30),
@@ -111,6 +135,16 @@ impl Mount {
             std::thread::sleep(Duration::from_millis(10));
         }
         self.child = Some(child);
+    }
+
+    /// Where the daemon logs.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("daemon.log")
+    }
+
+    /// What the daemon logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
     /// Clean unmount; waits for the daemon to commit and exit 0.
@@ -269,4 +303,77 @@ pub fn daemon_threads(m: &Mount) -> Vec<(String, PathBuf)> {
             Some((comm.trim().to_string(), t.path()))
         })
         .collect()
+}
+
+/// A shared volume on a fresh etcd cluster, its file data in a directory
+/// of its own.
+pub struct Volume {
+    pub etcd: churnfs_tests::etcd::EtcdCluster,
+    /// Holds the file data; removed with the volume.
+    _data: tempfile::TempDir,
+    pub url: String,
+}
+
+/// Mount options for shared-mode tests: sessions noticed dead within
+/// seconds, and operations that give up within seconds.
+pub const SHARED_OPTS: &str = "session_ttl_ms=3000,op_timeout_ms=8000";
+
+impl Volume {
+    /// A volume named `name` on a new `members`-member cluster.
+    pub fn new(members: usize) -> Volume {
+        let etcd = churnfs_tests::etcd::EtcdCluster::start(members);
+        let dir = tempfile::Builder::new()
+            .prefix("churnfs-volume-")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let url = etcd.url("test");
+        let data = format!("file://{}/data", dir.path().display());
+        let out = churnfs(&["mkfs", &url, "--data", &data]);
+        assert!(
+            out.status.success(),
+            "mkfs of {url} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Volume {
+            etcd,
+            _data: dir,
+            url,
+        }
+    }
+
+    /// A mount of the volume with `options` (added to `SHARED_OPTS`).
+    pub fn mount(&self, options: &str) -> Mount {
+        let opts = if options.is_empty() {
+            SHARED_OPTS.to_string()
+        } else {
+            format!("{SHARED_OPTS},{options}")
+        };
+        Mount::attach(&self.url, &opts)
+    }
+
+    /// fsck of the volume: its report, asserted clean.
+    pub fn assert_fsck_clean(&self) -> String {
+        let out = churnfs(&["fsck", &self.url]);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "fsck found problems:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    }
+}
+
+/// Waits until `f` holds, up to `limit`; false if it never did.
+pub fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if f() {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -5,6 +5,7 @@ mod mount;
 mod opts;
 mod stats;
 mod store_dir;
+mod volume;
 
 use clap::{Parser, Subcommand};
 use error::CliError;
@@ -22,14 +23,27 @@ struct Cli {
     cmd: Cmd,
 }
 
+/// STORE is a local store's directory, or a shared volume's URL:
+/// etcd://HOST:PORT[,HOST:PORT...]/VOLUME.
 #[derive(Subcommand)]
 enum Cmd {
-    /// Create a new, empty filesystem in STORE_DIR (missing or empty).
-    Mkfs { store: PathBuf },
-    /// Mount the filesystem in STORE_DIR at MOUNTPOINT (an empty directory).
+    /// Create a new, empty filesystem: a local store in STORE_DIR (missing
+    /// or empty), or a shared volume (etcd://HOST:PORT[,...]/VOLUME, with
+    /// --data naming where its file data lives).
+    Mkfs {
+        #[arg(value_name = "STORE")]
+        store: String,
+        /// A shared volume's data store: file:///ABSOLUTE/PATH (a directory
+        /// every mount of the volume reaches).
+        #[arg(long, value_name = "URL")]
+        data: Option<String>,
+    },
+    /// Mount STORE (a store directory or a volume URL) at MOUNTPOINT (an
+    /// empty directory).
     #[command(after_help = opts::MOUNT_OPTIONS_HELP)]
     Mount {
-        store: PathBuf,
+        #[arg(value_name = "STORE")]
+        store: String,
         mountpoint: PathBuf,
         /// Comma-separated options, as `-o key=value,flag` (listed below).
         #[arg(short = 'o', value_name = "OPTIONS")]
@@ -37,9 +51,20 @@ enum Cmd {
         /// Return once the mount is ready; the daemon keeps serving it.
         #[arg(long)]
         background: bool,
+        /// A shared volume's data store, when this machine reaches it
+        /// elsewhere than the volume says.
+        #[arg(long, value_name = "URL")]
+        data: Option<String>,
     },
-    /// Check a store's invariants (unmounted). Exit 0 clean, 1 problems found.
-    Fsck { store: PathBuf },
+    /// Check a store's or volume's invariants (a store unmounted; a volume
+    /// while mounted or not). Exit 0 clean, 1 problems found.
+    Fsck {
+        #[arg(value_name = "STORE")]
+        store: String,
+        /// A shared volume's data store, when not where the volume says.
+        #[arg(long, value_name = "URL")]
+        data: Option<String>,
+    },
     /// Print the counters of a mounted churnfs filesystem.
     Stats { mountpoint: PathBuf },
 }
@@ -51,8 +76,8 @@ enum Cmd {
 /// it. While serving, a failure inside the store that we only see the
 /// consequence of (a background worker that crashed and poisoned the
 /// database) must be in the log itself.
-const DEFAULT_LOG: &str =
-    "off,churnfs=warn,churnfs_engine=warn,churnfs_fuse=warn,fjall=error,lsm_tree=error";
+const DEFAULT_LOG: &str = "off,churnfs=warn,churnfs_engine=warn,churnfs_fuse=warn,\
+     churnfs_shared=warn,churnfs_kv=warn,fjall=error,lsm_tree=error";
 
 /// Set by `mount` once the store is open and the filesystem serving.
 pub static STORE_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
@@ -103,15 +128,30 @@ fn main() -> ExitCode {
     log::set_max_level(most);
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Mkfs { store } => store_dir::mkfs(&store),
+        Cmd::Mkfs { store, data } => match volume::url(&store) {
+            Some(u) => u.and_then(|u| volume::mkfs(&u, data.as_deref())),
+            None if data.is_some() => Err(CliError::Other(
+                "--data is for shared volumes (etcd://...); a local store keeps its data".into(),
+            )),
+            None => store_dir::mkfs(std::path::Path::new(&store)),
+        },
         Cmd::Mount {
             store,
             mountpoint,
             options,
             background,
-        } => opts::MountOpts::parse(&options)
-            .and_then(|o| mount::mount(&store, &mountpoint, o, background)),
-        Cmd::Fsck { store } => store_dir::fsck(&store),
+            data,
+        } => opts::MountOpts::parse(&options).and_then(|o| match volume::url(&store) {
+            Some(u) => u.and_then(|u| volume::mount(&u, &mountpoint, o, background, data)),
+            None if data.is_some() => Err(CliError::Other(
+                "--data is for shared volumes (etcd://...)".into(),
+            )),
+            None => mount::mount(std::path::Path::new(&store), &mountpoint, o, background),
+        }),
+        Cmd::Fsck { store, data } => match volume::url(&store) {
+            Some(u) => u.and_then(|u| volume::fsck(&u, data.as_deref())),
+            None => store_dir::fsck(std::path::Path::new(&store)),
+        },
         Cmd::Stats { mountpoint } => stats::print(&mountpoint),
     };
     match r {

@@ -4,14 +4,17 @@ use crate::error::CliError;
 use crate::opts::MountOpts;
 use crate::{stats, store_dir, Result};
 use churnfs_engine::Engine;
+use churnfs_fuse::AdapterConfig;
+use churnfs_vfs::Backend;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long `--background` waits for the daemon to report the mount ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn check_mountpoint(mnt: &Path) -> Result<()> {
+pub(crate) fn check_mountpoint(mnt: &Path) -> Result<()> {
     let meta = std::fs::metadata(mnt)
         .map_err(|_| CliError::BadMountpoint(mnt.into(), "mountpoint does not exist"))?;
     if !meta.is_dir() {
@@ -20,7 +23,7 @@ fn check_mountpoint(mnt: &Path) -> Result<()> {
             "mountpoint is not a directory",
         ));
     }
-    if stats::mounted_store(mnt).is_some() {
+    if stats::mounted_source(mnt).is_some() {
         return Err(CliError::BadMountpoint(
             mnt.into(),
             "a churnfs filesystem is already mounted here",
@@ -41,7 +44,11 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     let store = std::fs::canonicalize(store)
         .map_err(|_| CliError::NotAStore(store.into(), "no such directory".into()))?;
     if background {
-        return spawn_background(&store, mnt);
+        return spawn_background(
+            &store_dir::log_path(&store),
+            mnt,
+            &store.display().to_string(),
+        );
     }
     let _lock = store_dir::lock(&store)?;
     let kv = store_dir::open(&store)?;
@@ -50,22 +57,45 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
     let engine = Engine::mount(kv, ecfg).map_err(|e| CliError::engine(&store, e))?;
     let mut acfg = opts.adapter.clone();
     acfg.fsname = store.display().to_string();
-    let adapter = churnfs_fuse::Adapter::new(engine.clone(), acfg);
+    crate::STORE_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
+    serve(engine, mnt, acfg, &store_dir::sock_path(&store)).map_err(|e| match e {
+        Served::Mount(e) => CliError::Io(mnt.into(), e),
+        Served::Shutdown(e) => CliError::engine(&store, e),
+    })
+}
+
+/// How serving a mount failed.
+pub(crate) enum Served {
+    /// Mounting or serving (the kernel side).
+    Mount(std::io::Error),
+    /// The backend's shutdown (committing what was left).
+    Shutdown(churnfs_vfs::EngineError),
+}
+
+/// Mounts `backend` at `mnt` and serves it until unmounted (by `umount`,
+/// or by a signal: SIGINT, SIGTERM, SIGHUP); then shuts the backend down.
+/// The stats socket `sock` serves the counters meanwhile.
+pub(crate) fn serve(
+    backend: Arc<dyn Backend>,
+    mnt: &Path,
+    acfg: AdapterConfig,
+    sock: &Path,
+) -> std::result::Result<ExitCode, Served> {
+    let adapter = churnfs_fuse::Adapter::new(backend.clone(), acfg);
     // The stats socket is bound before the mount appears, so that
     // `churnfs stats` answers as soon as the mountpoint is seen mounted.
-    if let Err(e) = stats::serve(&store, adapter.stats_source()) {
+    if let Err(e) = stats::serve(sock, adapter.stats_source()) {
         tracing::warn!("stats socket unavailable: {e}");
     }
     let mut session = churnfs_fuse::session(adapter, mnt).map_err(|e| {
-        let _ = std::fs::remove_file(store_dir::sock_path(&store));
-        let _ = engine.shutdown();
-        CliError::Io(mnt.into(), e)
+        let _ = std::fs::remove_file(sock);
+        let _ = backend.shutdown();
+        Served::Mount(e)
     })?;
-    crate::STORE_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut unmounter = session.unmount_callable();
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
-            .map_err(|e| CliError::Other(format!("cannot install signal handlers: {e}")))?;
+            .map_err(Served::Mount)?;
     let mnt_path = mnt.to_path_buf();
     std::thread::Builder::new()
         .name("churnfs-signals".into())
@@ -79,14 +109,12 @@ pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Res
                 }
             }
         })
-        .map_err(|e| CliError::Other(format!("cannot start signal thread: {e}")))?;
+        .map_err(Served::Mount)?;
     let served = session.run();
-    let _ = std::fs::remove_file(store_dir::sock_path(&store));
-    let committed = engine.shutdown();
-    if let Err(e) = served {
-        return Err(CliError::Io(mnt.into(), e));
-    }
-    committed.map_err(|e| CliError::engine(&store, e))?;
+    let _ = std::fs::remove_file(sock);
+    let committed = backend.shutdown();
+    served.map_err(Served::Mount)?;
+    committed.map_err(Served::Shutdown)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -104,7 +132,7 @@ fn unmount_retrying(
     };
     for _ in 0..50 {
         std::thread::sleep(Duration::from_millis(100));
-        if stats::mounted_store(mnt).is_none() {
+        if stats::mounted_source(mnt).is_none() {
             return Ok(());
         }
         match Command::new("fusermount3")
@@ -121,16 +149,17 @@ fn unmount_retrying(
     Err(last)
 }
 
-/// Starts the same command in the foreground as a detached child and waits
-/// until the mount is ready or the child fails (its error line is shown).
-fn spawn_background(store: &Path, mnt: &Path) -> Result<ExitCode> {
+/// Starts the same command in the foreground as a detached child (its log
+/// in `log`) and waits until the mount is ready or the child fails (its
+/// error line is shown).
+pub(crate) fn spawn_background(log: &Path, mnt: &Path, what: &str) -> Result<ExitCode> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Other(format!("cannot find own executable: {e}")))?;
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--background")
         .collect();
-    let log = store_dir::log_path(store);
+    let log = log.to_path_buf();
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -167,10 +196,10 @@ fn spawn_background(store: &Path, mnt: &Path) -> Result<ExitCode> {
                 status.code().unwrap_or(1).clamp(1, 255) as u8
             ));
         }
-        if stats::mounted_store(mnt).is_some() {
+        if stats::mounted_source(mnt).is_some() {
             crate::out!(
                 "churnfs: mounted {} at {} (daemon pid {})",
-                store.display(),
+                what,
                 mnt.display(),
                 child.id()
             );

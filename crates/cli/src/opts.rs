@@ -4,6 +4,7 @@ use crate::error::CliError;
 use crate::Result;
 use churnfs_engine::EngineConfig;
 use churnfs_fuse::{AdapterConfig, LoneReaders, Permissions, Uring};
+use churnfs_shared::SharedConfig;
 use std::time::Duration;
 
 pub const MOUNT_OPTIONS_HELP: &str = "\
@@ -19,7 +20,9 @@ Mount options (-o key=value,...; defaults in brackets):
   negative_ttl_ms=N        how long the kernel trusts that a name is missing [1000]
   kernel_negative_max=N    negative dentries the kernel may keep for this mount;
                            beyond it the oldest are invalidated (0: no limit) [10000]
-  threads=N                FUSE worker threads, one cloned fd each [number of cores]
+  threads=N                FUSE worker threads, one cloned fd each [number of
+                           cores; 16 for a shared volume, whose requests wait on
+                           the network]
   lone_readers=N|auto      worker threads that stay reading while one process at
                            a time sends requests; the others wait until requests
                            queue (at most threads; 2 is faster for a process
@@ -45,12 +48,23 @@ Mount options (-o key=value,...; defaults in brackets):
                            and every truncate cost one request more [0]
   uring=0|1|auto           serve requests over FUSE-over-io_uring: 1 asks the kernel
                            for it, auto only when it is offered (Linux 6.14+, with
-                           /sys/module/fuse/parameters/enable_uring set to Y) [auto]";
+                           /sys/module/fuse/parameters/enable_uring set to Y) [auto]
+
+Shared volumes only (etcd://...):
+  session_ttl_ms=N         lease of this mount's session: a mount that dies is
+                           noticed, and what it held reclaimed, this long after [10000]
+  op_timeout_ms=N          how long an operation waits for the metadata engine or
+                           the object store (no quorum, unreachable) before EIO [20000]
+  object_cache_bytes=N     file data kept in memory for reads [67108864]
+  dirty_bytes_max=N        (as above) written data not yet uploaded [67108864]";
 
 #[derive(Clone, Debug, Default)]
 pub struct MountOpts {
     pub engine: EngineConfig,
     pub adapter: AdapterConfig,
+    pub shared: SharedConfig,
+    /// `threads` was given (a shared volume's default differs).
+    pub threads_given: bool,
 }
 
 fn num(key: &str, v: Option<&str>) -> Result<u64> {
@@ -76,13 +90,25 @@ impl MountOpts {
                 "inodes_max" => o.engine.inodes_max = num(k, v)?.max(1) as usize,
                 "dentries_max" => o.engine.dentries_max = num(k, v)?.max(1) as usize,
                 "negative_entries_max" => o.engine.negative_entries_max = num(k, v)? as usize,
-                "dirty_bytes_max" => o.engine.dirty_bytes_max = num(k, v)?.max(1 << 20),
+                "dirty_bytes_max" => {
+                    let n = num(k, v)?.max(1 << 20);
+                    o.engine.dirty_bytes_max = n;
+                    o.shared.dirty_bytes_max = n;
+                }
+                "session_ttl_ms" => {
+                    o.shared.session_ttl = Duration::from_millis(num(k, v)?.max(2_000))
+                }
+                "op_timeout_ms" => o.shared.op_timeout = Duration::from_millis(num(k, v)?.max(100)),
+                "object_cache_bytes" => o.shared.object_cache_bytes = num(k, v)? as usize,
                 "dirty_items_max" => o.engine.dirty_items_max = num(k, v)?.max(1_000) as usize,
                 "entry_ttl_ms" => o.adapter.entry_ttl = Duration::from_millis(num(k, v)?),
                 "attr_ttl_ms" => o.adapter.attr_ttl = Duration::from_millis(num(k, v)?),
                 "negative_ttl_ms" => o.adapter.negative_ttl = Duration::from_millis(num(k, v)?),
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
-                "threads" => o.adapter.threads = num(k, v)?.clamp(1, 64) as usize,
+                "threads" => {
+                    o.adapter.threads = num(k, v)?.clamp(1, 64) as usize;
+                    o.threads_given = true;
+                }
                 "lone_readers" => {
                     o.adapter.lone_readers = match v {
                         Some("auto") => LoneReaders::Auto,

@@ -1,6 +1,8 @@
-//! Stats over a local socket: the daemon serves `STORE/stats.sock`, one
-//! `name value` line per counter, and `churnfs stats MOUNTPOINT` finds the
-//! store through the mount's source in /proc/self/mountinfo.
+//! Stats over a local socket: the daemon serves one `name value` line per
+//! counter on `STORE/stats.sock` (a local store) or on a socket named after
+//! the mountpoint in the runtime directory (a shared volume, which has no
+//! directory of its own here); `churnfs stats MOUNTPOINT` finds it through
+//! the mount's source in /proc/self/mountinfo.
 
 use crate::error::CliError;
 use crate::store_dir::sock_path;
@@ -11,11 +13,35 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Serves the counters until the process exits.
-pub fn serve(store: &Path, stats: StatsSource) -> std::io::Result<()> {
-    let path = sock_path(store);
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)?;
+/// Where this machine keeps the sockets and logs of its shared-volume
+/// mounts: /run/churnfs for root, else $XDG_RUNTIME_DIR/churnfs, else
+/// /tmp/churnfs-UID (made mode 0700).
+pub fn run_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let d = if uid == 0 {
+        PathBuf::from("/run/churnfs")
+    } else if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        PathBuf::from(x).join("churnfs")
+    } else {
+        PathBuf::from(format!("/tmp/churnfs-{uid}"))
+    };
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
+/// The stats socket (`.sock`) or log (`.log`) of a shared-volume mount at
+/// `mnt` (absolute): named by a hash of the mountpoint's path.
+pub fn mount_file(mnt: &Path, ext: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    let h = xxhash_rust::xxh3::xxh3_64(mnt.as_os_str().as_bytes());
+    run_dir().join(format!("mount-{h:016x}.{ext}"))
+}
+
+/// Serves the counters on socket `path` until the process exits.
+pub fn serve(path: &Path, stats: StatsSource) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
     std::thread::Builder::new()
         .name("churnfs-stats".into())
         .spawn(move || {
@@ -51,8 +77,17 @@ fn unescape(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The store directory behind a churnfs mount at `mountpoint`, if mounted.
-pub fn mounted_store(mountpoint: &Path) -> Option<PathBuf> {
+/// What a churnfs mount serves.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A local store's directory.
+    Store(PathBuf),
+    /// A shared volume (its URL as the mount shows it).
+    Volume(String),
+}
+
+/// What the churnfs mount at `mountpoint` serves, if one is mounted there.
+pub fn mounted_source(mountpoint: &Path) -> Option<Source> {
     let want = std::fs::canonicalize(mountpoint).ok()?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     for line in info.lines() {
@@ -65,25 +100,35 @@ pub fn mounted_store(mountpoint: &Path) -> Option<PathBuf> {
         else {
             continue;
         };
+        if Path::new(&unescape(mp)) != want || !(*fstype == "fuse.churnfs" || *fstype == "fuse") {
+            continue;
+        }
+        let source = unescape(source);
+        if churnfs_shared::VolumeUrl::looks_like(&source) {
+            return Some(Source::Volume(source));
+        }
         // fusermount3 may drop the subtype, so a plain "fuse" mount counts
         // when its source is a churnfs store directory.
-        let source = PathBuf::from(unescape(source));
-        let is_store = source.join(churnfs_engine::store::DB_DIR).is_dir();
-        if (*fstype == "fuse.churnfs" || *fstype == "fuse")
-            && is_store
-            && Path::new(&unescape(mp)) == want
-        {
-            return Some(source);
+        let dir = PathBuf::from(source);
+        if dir.join(churnfs_engine::store::DB_DIR).is_dir() {
+            return Some(Source::Store(dir));
         }
     }
     None
 }
 
 pub fn print(mountpoint: &Path) -> Result<ExitCode> {
-    let store = mounted_store(mountpoint).ok_or_else(|| {
+    let source = mounted_source(mountpoint).ok_or_else(|| {
         CliError::BadMountpoint(mountpoint.into(), "not a mounted churnfs filesystem")
     })?;
-    let path = sock_path(&store);
+    let path = match source {
+        Source::Store(store) => sock_path(&store),
+        Source::Volume(_) => {
+            let mnt = std::fs::canonicalize(mountpoint)
+                .map_err(|e| CliError::Io(mountpoint.into(), e))?;
+            mount_file(&mnt, "sock")
+        }
+    };
     let mut conn = UnixStream::connect(&path).map_err(|e| CliError::Io(path.clone(), e))?;
     let mut out = String::new();
     conn.read_to_string(&mut out)

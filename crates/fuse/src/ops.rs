@@ -112,7 +112,14 @@ fn set_time(t: TimeOrNow) -> SetTime {
 }
 
 fn res<T>(r: churnfs_vfs::Result<T>) -> Res<T> {
-    r.map_err(|e| errno(&e))
+    r.map_err(|e| {
+        let n = errno(&e);
+        if n == Errno::EIO {
+            // The caller sees only EIO: the log says why.
+            tracing::warn!("EIO: {e}");
+        }
+        n
+    })
 }
 
 impl Core {

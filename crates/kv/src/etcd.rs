@@ -78,16 +78,18 @@ pub struct EtcdKv {
     granted: Mutex<HashMap<LeaseId, Duration>>,
 }
 
+/// An etcd client error as the trait's. What is not a refusal of the
+/// request itself (limits, space, an expired lease, a compacted revision,
+/// an invalid argument) counts as unavailability, which callers retry
+/// until their deadline: a member that dies mid-request answers with
+/// transport errors of many shapes (reset, broken pipe, h2 errors), and
+/// every commit is safe to retry.
 fn err(e: etcd_client::Error) -> KvError {
     use etcd_client::Error as E;
     match e {
         E::GRpcStatus(s) => {
             let msg = s.message().to_string();
             match s.code() {
-                tonic::Code::Unavailable
-                | tonic::Code::DeadlineExceeded
-                | tonic::Code::Cancelled
-                | tonic::Code::Aborted => KvError::Unavailable(msg),
                 tonic::Code::ResourceExhausted if msg.contains("space") => KvError::NoSpace(msg),
                 tonic::Code::InvalidArgument
                     if msg.contains("too many operations") || msg.contains("too large") =>
@@ -96,20 +98,19 @@ fn err(e: etcd_client::Error) -> KvError {
                 }
                 tonic::Code::NotFound if msg.contains("lease") => KvError::LeaseExpired(0),
                 tonic::Code::OutOfRange if msg.contains("compacted") => KvError::Compacted(0),
-                // A leader lost mid-request answers "leader changed" or "no
-                // leader": both pass once a new leader is elected.
-                _ if msg.contains("leader") || msg.contains("timed out") => {
-                    KvError::Unavailable(msg)
-                }
-                _ => KvError::Engine(format!("{:?}: {msg}", s.code())),
+                tonic::Code::InvalidArgument
+                | tonic::Code::PermissionDenied
+                | tonic::Code::Unauthenticated
+                | tonic::Code::Unimplemented => KvError::Engine(format!("{:?}: {msg}", s.code())),
+                _ => KvError::Unavailable(format!("{:?}: {msg}", s.code())),
             }
         }
-        E::TransportError(t) => KvError::Unavailable(t.to_string()),
-        E::IoError(io) => KvError::Unavailable(io.to_string()),
         E::LeaseKeepAliveError(m) if m.contains("not found") || m.contains("expired") => {
             KvError::LeaseExpired(0)
         }
-        other => KvError::Engine(other.to_string()),
+        E::InvalidArgs(m) => KvError::Engine(m),
+        E::InvalidUri(u) => KvError::Engine(u.to_string()),
+        other => KvError::Unavailable(other.to_string()),
     }
 }
 
@@ -143,8 +144,10 @@ fn txn_op(o: &Op) -> TxnOp {
 
 impl EtcdKv {
     /// Connects to `endpoints` (`host:port`) and checks that the cluster
-    /// answers within `deadline`.
-    pub fn connect(endpoints: &[String], deadline: Duration) -> Result<EtcdKv> {
+    /// answers within `connect`. Each later request gives up after
+    /// `request` (callers retry, through another member if one is gone:
+    /// keep it well below their own deadline).
+    pub fn connect(endpoints: &[String], connect: Duration, request: Duration) -> Result<EtcdKv> {
         let eps: Vec<String> = endpoints
             .iter()
             .map(|e| {
@@ -156,13 +159,14 @@ impl EtcdKv {
             })
             .collect();
         let opts = ConnectOptions::new()
-            .with_connect_timeout(deadline)
-            .with_timeout(deadline)
-            .with_keep_alive(Duration::from_secs(5), deadline);
+            .with_connect_timeout(connect)
+            .with_timeout(request)
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2));
         let e2 = eps.clone();
-        let client = block_on(deadline, async move {
+        let client = block_on(connect, async move {
             Client::connect(e2, Some(opts)).await.map_err(err)
         })?;
+        let deadline = request;
         let kv = EtcdKv {
             client,
             deadline,

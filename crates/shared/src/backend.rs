@@ -53,14 +53,14 @@ impl SharedFs {
 
     pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         self.check_running()?;
-        let (i, _, times) = self.inode(ino)?;
+        let (i, _, times) = self.inode_cached(ino)?;
         let mut a = attr_of(ino, &i, times.as_ref());
         self.overlay(&mut a);
         Ok(a)
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        let (i, _, _) = self.inode(ino)?;
+        let (i, _, _) = self.inode_cached(ino)?;
         if i.kind != FileKind::Symlink {
             return Err(EngineError::Invalid("not a symlink"));
         }
@@ -81,13 +81,22 @@ impl SharedFs {
     ) -> Result<()> {
         self.check_running()?;
         let (d, _) = self.dir(dir)?;
+        // `.` and `..` carry attributes in readdirplus too (they take no
+        // kernel reference).
+        let dot_attr = |ino: Ino| -> Result<Option<Attr>> {
+            if plus {
+                Ok(Some(self.getattr(ino)?))
+            } else {
+                Ok(None)
+            }
+        };
         if offset < 1 {
             let e = DirEntry {
                 ino: dir,
                 offset: 1,
                 kind: FileKind::Directory,
                 name: b".",
-                attr: None,
+                attr: dot_attr(dir)?,
             };
             if !emit(&e) {
                 return Ok(());
@@ -99,7 +108,7 @@ impl SharedFs {
                 offset: 2,
                 kind: FileKind::Directory,
                 name: b"..",
-                attr: None,
+                attr: dot_attr(Ino(d.parent))?,
             };
             if !emit(&e) {
                 return Ok(());
@@ -197,8 +206,8 @@ impl SharedFs {
     /// Changes an inode's xattrs with `f`, with its record (ctime, flag).
     fn change_xattrs(&self, ino: Ino, f: &dyn Fn(&mut Xattrs) -> Result<()>) -> Result<()> {
         let xk = self.keys.xattrs(ino);
-        self.transact(|_| {
-            let (mut i, irev, _) = self.inode(ino)?;
+        self.transact(|n| {
+            let (mut i, irev, times) = self.inode_at(ino, n)?;
             let (mut x, xrev) = if i.has_xattrs {
                 self.xattrs(ino)?
             } else {
@@ -217,8 +226,9 @@ impl SharedFs {
             i.has_xattrs = !x.is_empty();
             i.ctime = Timespec::now();
             if i.kind == FileKind::Directory {
-                let (_, _, times) = self.inode(ino)?;
-                let mut tm = times.expect("a directory has its times");
+                let mut tm = times.ok_or_else(|| {
+                    EngineError::corrupt(Some(ino), "directory without its times")
+                })?;
                 tm.ctime = i.ctime;
                 t.put(self.keys.dir_times(ino), schema::encode_dir_times(&tm));
             }
@@ -252,7 +262,7 @@ impl SharedFs {
     }
 
     pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
-        let (i, _, _) = self.inode(ino)?;
+        let (i, _, _) = self.inode_cached(ino)?;
         if !i.has_xattrs {
             return Err(EngineError::NoAttr);
         }
@@ -260,7 +270,7 @@ impl SharedFs {
     }
 
     pub fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
-        let (i, _, _) = self.inode(ino)?;
+        let (i, _, _) = self.inode_cached(ino)?;
         if !i.has_xattrs {
             return Ok(Vec::new());
         }
@@ -416,7 +426,7 @@ impl Backend for SharedFs {
     fn dir_shape(&self, ino: Ino) -> Result<DirShape> {
         // A directory's size is not counted in shared mode; the adapter
         // then drops its negative names one by one.
-        let (d, _) = self.dir(ino)?;
+        let (d, _) = self.dir_at(ino, 0)?;
         Ok(DirShape {
             parent: Ino(d.parent),
             entries: u64::MAX,

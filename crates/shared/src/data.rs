@@ -194,7 +194,7 @@ impl SharedFs {
         let (st, _) = self.file_state_or_new(ino);
         let mut fd = lock(&st.inner);
         if fd.base.is_none() {
-            if let Ok((i, r, _)) = self.inode(ino) {
+            if let Ok((i, r, _)) = self.inode_cached(ino) {
                 fd.size = i.size;
                 fd.base = Some((i, r));
             }
@@ -319,7 +319,7 @@ impl SharedFs {
             }
             self.flush_locked(ino, &mut fd)?;
         }
-        if made && fd.dirty.is_empty() && !self.known(ino).is_some_and(|k| k.opens > 0) {
+        if made && fd.dirty.is_empty() && self.known(ino).is_none_or(|k| k.opens == 0) {
             drop(fd);
             lock(&self.files).remove(&ino);
         }
@@ -361,17 +361,11 @@ impl SharedFs {
             // The size and times go with the last group: a reader on
             // another mount sees the new size only with all its data.
             let final_group = gi + 1 == ngroups;
-            let ((i, chunks), rev) = self.transact(|_| {
-                let mut keys: Vec<Vec<u8>> = vec![self.keys.inode(ino)];
-                keys.extend(group.iter().map(|c| self.keys.chunk(ino, *c)));
-                let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-                let (got, _) = self.get_many(&refs)?;
-                let Some(ie) = &got[0] else {
-                    return Err(EngineError::NotFound);
-                };
-                let mut i = schema::decode_inode(ino, &ie.value)?;
+            let ((i, chunks), rev) = self.transact(|attempt| {
+                let (mut i, irev, _) = self.inode_at(ino, attempt)?;
+                let ikey = self.keys.inode(ino);
                 let mut t = Tx::default();
-                t.rev(keys[0].clone(), ie.rev);
+                t.rev(ikey.clone(), irev);
                 let new_size = if final_group {
                     i.size.max(dirty_end)
                 } else {
@@ -401,6 +395,10 @@ impl SharedFs {
                         }
                         i.inline = false;
                     }
+                    let ckeys: Vec<Vec<u8>> =
+                        group.iter().map(|c| self.keys.chunk(ino, *c)).collect();
+                    let refs: Vec<&[u8]> = ckeys.iter().map(Vec::as_slice).collect();
+                    let (got, _) = self.get_many(&refs)?;
                     for (n, c) in group.iter().enumerate() {
                         let mut ps: Vec<Piece> = Vec::new();
                         if *c == 0 {
@@ -409,7 +407,7 @@ impl SharedFs {
                             }
                         }
                         ps.extend(by_chunk[c].iter().cloned());
-                        let old = match &got[n + 1] {
+                        let old = match &got[n] {
                             Some(e) => Some((schema::decode_chunk(ino, &e.value)?, e.rev)),
                             None => None,
                         };
@@ -436,7 +434,7 @@ impl SharedFs {
                     i.mtime = mtime;
                     i.ctime = mtime;
                 }
-                t.put(keys[0].clone(), schema::encode_inode(ino, &i));
+                t.put(ikey, schema::encode_inode(ino, &i));
                 Ok(t.step((i, done_chunks)))
             })?;
             let rev = rev.expect("a flush commits");
@@ -735,10 +733,7 @@ impl SharedFs {
     /// first commits what was written here.
     pub fn setattr(&self, ino: Ino, set: SetAttr) -> Result<Attr> {
         self.check_running()?;
-        let st = match set.size {
-            Some(_) => Some(self.file_state_or_new(ino)),
-            None => None,
-        };
+        let st = set.size.map(|_| self.file_state_or_new(ino));
         let mut guard = match &st {
             Some((s, _)) => Some(lock(&s.inner)),
             None => None,
@@ -752,9 +747,9 @@ impl SharedFs {
             }
         }
         let (attr, rev) = loop {
-            let r = self.transact(|_| {
+            let r = self.transact(|n| {
                 let now = Timespec::now();
-                let (mut i, rev, times) = self.inode(ino)?;
+                let (mut i, rev, times) = self.inode_at(ino, n)?;
                 let mut t = Tx::default();
                 t.rev(self.keys.inode(ino), rev);
                 if let Some(size) = set.size {
@@ -837,7 +832,7 @@ impl SharedFs {
         }
         drop(guard);
         if let Some((s, made)) = st {
-            if made && !self.known(ino).is_some_and(|k| k.opens > 0) {
+            if made && self.known(ino).is_none_or(|k| k.opens == 0) {
                 let fd = lock(&s.inner);
                 if fd.dirty.is_empty() {
                     drop(fd);
@@ -891,7 +886,7 @@ impl SharedFs {
             Stats::inc(&self.stats.delete_queued);
         }
         // The rest of the chunk the new end falls in reads as a hole.
-        if size % CHUNK_SIZE != 0 {
+        if !size.is_multiple_of(CHUNK_SIZE) {
             let c = size / CHUNK_SIZE;
             let k = self.keys.chunk(ino, c);
             let (got, _) = self.get_many(&[&k])?;

@@ -19,8 +19,9 @@
 //! lock held across engine calls.
 
 use crate::data::FileState;
+use crate::icache::ICache;
 use crate::objects::{open_store, Blobs, ObjCache};
-use crate::schema::{self, DirTimes, Inode, Keys, Superblock};
+use crate::schema::{self, DirTimes, Inode, Key, Keys, Superblock};
 use crate::session::Session;
 use crate::stats::Stats;
 use churnfs_kv::{Cond, Entry, KvError, LeaseId, MetaKv, Op, Outcome, Rev, Txn};
@@ -50,6 +51,12 @@ pub struct SharedConfig {
     pub file_flush_bytes: u64,
     /// Most bytes of objects kept in memory for reads.
     pub object_cache_bytes: usize,
+    /// How long an inode record read or written here may serve this
+    /// mount's own reads; at most the kernel's attribute TTL (icache.rs
+    /// says why that keeps the contract). Zero: never.
+    pub attr_cache: Duration,
+    /// Most inode records cached.
+    pub icache_entries_max: usize,
     /// Inode numbers a mount takes from the volume's counter at a time.
     pub ino_batch: u64,
     /// Most frees of unlinked inodes waiting for the background; beyond it
@@ -70,6 +77,8 @@ impl Default for SharedConfig {
             dirty_bytes_max: 64 << 20,
             file_flush_bytes: schema::CHUNK_SIZE,
             object_cache_bytes: 64 << 20,
+            attr_cache: Duration::from_secs(1),
+            icache_entries_max: 65_536,
             ino_batch: 1024,
             frees_queued_max: 65_536,
             mountpoint: String::new(),
@@ -191,6 +200,7 @@ pub struct SharedFs {
     pub(crate) kv: Arc<dyn MetaKv>,
     pub(crate) blobs: Blobs,
     pub(crate) cache: ObjCache,
+    pub(crate) icache: ICache,
     pub(crate) keys: Keys,
     pub(crate) cfg: SharedConfig,
     pub(crate) sb: Superblock,
@@ -203,6 +213,8 @@ pub struct SharedFs {
     pub(crate) dirty_total: AtomicU64,
     pub(crate) kernel: OnceLock<Arc<dyn KernelCache>>,
     pub(crate) own: Mutex<OwnRevs>,
+    /// The watch on the volume's changes (watch.rs).
+    pub(crate) follower: Mutex<crate::watch::Follower>,
     pub(crate) stopping: AtomicBool,
     pub(crate) stopped: AtomicBool,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
@@ -276,7 +288,7 @@ impl SharedFs {
         uid: u32,
         gid: u32,
     ) -> Result<Superblock> {
-        schema::check_volume_name(volume).map_err(|m| EngineError::NotAStore(m))?;
+        schema::check_volume_name(volume).map_err(EngineError::NotAStore)?;
         // The data URL must name a store this build can open.
         open_store(data_url).map_err(EngineError::NotAStore)?;
         let keys = Keys::new(volume);
@@ -350,10 +362,14 @@ impl SharedFs {
         let cfg = args.cfg;
         let keys = Keys::new(args.volume);
         let session = Session::start(&*kv, &keys, &cfg, &stats)?;
+        // Everything committed before this revision is in what the mount
+        // reads; the watch follows from it.
+        let (_, at) = kv.get_many(&[&keys.superblock()]).map_err(kv_err)?;
         Stats::set(&stats.dirty_bytes_max, cfg.dirty_bytes_max);
         let fs = Arc::new(SharedFs {
             blobs: Blobs::new(store, &url, args.volume, cfg.op_timeout, stats.clone()),
             cache: ObjCache::new(cfg.object_cache_bytes, stats.clone()),
+            icache: ICache::new(cfg.icache_entries_max, cfg.attr_cache, stats.clone()),
             kv,
             keys,
             sb,
@@ -365,6 +381,7 @@ impl SharedFs {
             dirty_total: AtomicU64::new(0),
             kernel: OnceLock::new(),
             own: Mutex::default(),
+            follower: Mutex::new(crate::watch::Follower::new(at)),
             stopping: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             threads: Mutex::default(),
@@ -462,7 +479,35 @@ impl SharedFs {
                 "directory without its times",
             ));
         }
+        self.icache.put(ino, i.clone(), rec.rev, times);
         Ok((i, rec.rev, times))
+    }
+
+    /// Like `inode`, from the cache when it has a fresh enough entry.
+    pub(crate) fn inode_cached(&self, ino: Ino) -> Result<(Inode, Rev, Option<DirTimes>)> {
+        match self.icache.get(ino) {
+            Some(c) => Ok((c.rec, c.rev, c.times)),
+            None => self.inode(ino),
+        }
+    }
+
+    /// The inode for attempt `n` of a commit: the cached record first, a
+    /// fresh read once a commit failed.
+    pub(crate) fn inode_at(&self, ino: Ino, n: u32) -> Result<(Inode, Rev, Option<DirTimes>)> {
+        if n == 0 {
+            self.inode_cached(ino)
+        } else {
+            self.inode(ino)
+        }
+    }
+
+    /// A directory for attempt `n` (see `inode_at`).
+    pub(crate) fn dir_at(&self, ino: Ino, n: u32) -> Result<(Inode, Rev)> {
+        let (i, r, _) = self.inode_at(ino, n)?;
+        if i.kind != FileKind::Directory {
+            return Err(EngineError::NotDir);
+        }
+        Ok((i, r))
     }
 
     /// A directory's record and version; `NotDir` for anything else.
@@ -588,10 +633,73 @@ impl SharedFs {
             }
         };
         self.session.put_slot(slot);
-        if let Ok(Some(rev)) = r {
-            lock(&self.own).add(rev);
+        match r {
+            Ok(Some(rev)) => {
+                lock(&self.own).add(rev);
+                self.cache_written(&txn, rev);
+            }
+            // What it read may be stale: read again.
+            Ok(None) => self.uncache_read(&txn),
+            Err(_) => {}
         }
         r
+    }
+
+    /// The inode records a commit wrote, into the cache.
+    fn cache_written(&self, txn: &Txn, rev: Rev) {
+        for op in &txn.ops {
+            match (self.keys.decode(op.key()), op) {
+                (Some(Key::Inode(ino)), Op::Put { value, .. }) => {
+                    let times = self.icache.get(ino).and_then(|c| c.times);
+                    match schema::decode_inode(ino, value) {
+                        Ok(i) => {
+                            let times = if i.kind == FileKind::Directory {
+                                times.or_else(|| {
+                                    txn.ops.iter().find_map(|o| {
+                                        match (self.keys.decode(o.key()), o) {
+                                            (Some(Key::DirTimes(d)), Op::Put { value, .. })
+                                                if d == ino =>
+                                            {
+                                                schema::decode_dir_times(ino, value).ok()
+                                            }
+                                            _ => None,
+                                        }
+                                    })
+                                })
+                            } else {
+                                None
+                            };
+                            if i.kind == FileKind::Directory && times.is_none() {
+                                self.icache.forget(ino);
+                            } else {
+                                self.icache.put(ino, i, rev, times);
+                            }
+                        }
+                        Err(_) => self.icache.forget(ino),
+                    }
+                }
+                (Some(Key::Inode(ino)), Op::Delete(_)) => self.icache.forget(ino),
+                (Some(Key::DirTimes(ino)), Op::Put { value, .. }) => {
+                    match schema::decode_dir_times(ino, value) {
+                        Ok(t) => self.icache.put_times(ino, t),
+                        Err(_) => self.icache.forget(ino),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// After a failed commit: the inodes it was conditioned on leave the
+    /// cache.
+    fn uncache_read(&self, txn: &Txn) {
+        for c in &txn.conds {
+            if let Cond::Rev(k, _) | Cond::Exists(k) | Cond::Absent(k) = c {
+                if let Some(Key::Inode(ino)) = self.keys.decode(k) {
+                    self.icache.forget(ino);
+                }
+            }
+        }
     }
 
     /// After a commit's conditions failed: a conflict, unless this mount's

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod check;
 pub mod data;
 pub mod fs;
+mod icache;
 pub mod names;
 pub mod objects;
 pub mod reclaim;

@@ -86,7 +86,11 @@ impl SharedFs {
             t.put(self.keys.inode(ino), schema::encode_inode(ino, &i));
             return Ok(false);
         }
-        if self.known(ino).is_some_and(|k| k.held()) {
+        // Kept while open here. The kernel's lookup references alone do not
+        // keep it: with the last name gone, only an open file (or an
+        // O_PATH descriptor, which then answers ESTALE as on NFS) could
+        // still reach it.
+        if self.known(ino).is_some_and(|k| k.opens > 0) {
             i.nlink = 0;
             i.ctime = now;
             let (sid, _) = self.session.current()?;
@@ -118,10 +122,11 @@ impl SharedFs {
         check_name(name)?;
         let ino = self.alloc_ino()?;
         let dkey = self.keys.dentry(parent, name);
-        let ((attr, _), rev) = self.transact(|_| {
+        let ((attr, _), rev) = self.transact(|n| {
             let now = Timespec::now();
-            let (p, prev) = self.dir(parent)?;
-            if self.dentry(parent, name)?.is_some() {
+            let (p, prev) = self.dir_at(parent, n)?;
+            // The commit checks the name is free; a read says why it failed.
+            if n > 0 && self.dentry(parent, name)?.is_some() {
                 return Err(EngineError::Exists);
             }
             let is_dir = new.kind == FileKind::Directory;
@@ -236,9 +241,9 @@ impl SharedFs {
     /// from the same commit.
     pub fn tmpfile(&self, ctx: Ctx, parent: Ino, mode: u32, open: bool) -> Result<(Attr, Fh)> {
         let ino = self.alloc_ino()?;
-        let ((attr, _), rev) = self.transact(|_| {
+        let ((attr, _), rev) = self.transact(|n| {
             let now = Timespec::now();
-            let (p, _) = self.dir(parent)?;
+            let (p, _) = self.dir_at(parent, n)?;
             let setgid = p.perm & libc::S_ISGID as u16 != 0;
             let i = Inode {
                 kind: FileKind::Regular,
@@ -276,7 +281,7 @@ impl SharedFs {
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let dkey = self.keys.dentry(parent, name);
-        let (held, _) = self.transact(|_| {
+        let (held, _) = self.transact(|n| {
             let now = Timespec::now();
             let Some((child, kind, drev)) = self.dentry(parent, name)? else {
                 return Err(EngineError::NotFound);
@@ -284,7 +289,7 @@ impl SharedFs {
             if kind == FileKind::Directory {
                 return Err(EngineError::IsDir);
             }
-            let (i, irev, _) = self.inode(child)?;
+            let (i, irev, _) = self.inode_at(child, n)?;
             let mut t = Tx::default();
             t.rev(dkey.clone(), drev).del(dkey.clone());
             let held = self.drop_link(&mut t, child, i, irev, now)?;
@@ -300,7 +305,7 @@ impl SharedFs {
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let dkey = self.keys.dentry(parent, name);
-        self.transact(|_| {
+        self.transact(|n| {
             let now = Timespec::now();
             let Some((child, kind, drev)) = self.dentry(parent, name)? else {
                 return Err(EngineError::NotFound);
@@ -312,8 +317,8 @@ impl SharedFs {
             if !self.scan(&entries, 1)?.is_empty() {
                 return Err(EngineError::NotEmpty);
             }
-            let (c, crev, _) = self.inode(child)?;
-            let (mut p, prev) = self.dir(parent)?;
+            let (c, crev, _) = self.inode_at(child, n)?;
+            let (mut p, prev) = self.dir_at(parent, n)?;
             p.nlink -= 1;
             let mut t = Tx::default();
             t.rev(dkey.clone(), drev)
@@ -336,17 +341,17 @@ impl SharedFs {
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
         let dkey = self.keys.dentry(newparent, newname);
-        let ((attr, was_unlinked), _) = self.transact(|_| {
+        let ((attr, was_unlinked), _) = self.transact(|n| {
             let now = Timespec::now();
-            let (mut i, irev, _) = self.inode(ino)?;
+            let (mut i, irev, _) = self.inode_at(ino, n)?;
             if i.kind == FileKind::Directory {
                 return Err(EngineError::Perm);
             }
             if i.nlink >= LINK_MAX {
                 return Err(EngineError::TooManyLinks);
             }
-            self.dir(newparent)?;
-            if self.dentry(newparent, newname)?.is_some() {
+            self.dir_at(newparent, n)?;
+            if n > 0 && self.dentry(newparent, newname)?.is_some() {
                 return Err(EngineError::Exists);
             }
             let mut t = Tx::default();
@@ -381,14 +386,14 @@ impl SharedFs {
 
     /// The directories from `dir` up to the root, with their versions; an
     /// error if `moved` is among them (a directory moved under itself).
-    fn ancestors(&self, dir: Ino, moved: Ino) -> Result<Vec<(Ino, Rev)>> {
+    fn ancestors(&self, dir: Ino, moved: Ino, n: u32) -> Result<Vec<(Ino, Rev)>> {
         let mut out = Vec::new();
         let mut at = dir;
         loop {
             if at == moved {
                 return Err(EngineError::Invalid("a directory moved under itself"));
             }
-            let (d, rev) = self.dir(at)?;
+            let (d, rev) = self.dir_at(at, n)?;
             out.push((at, rev));
             if at == Ino::ROOT {
                 return Ok(out);
@@ -419,7 +424,7 @@ impl SharedFs {
         }
         let skey = self.keys.dentry(parent, name);
         let dkey = self.keys.dentry(newparent, newname);
-        let (held, _) = self.transact(|_| {
+        let (held, _) = self.transact(|n| {
             let now = Timespec::now();
             let Some((src, skind, srev)) = self.dentry(parent, name)? else {
                 return Err(EngineError::NotFound);
@@ -448,23 +453,23 @@ impl SharedFs {
             // Link counts of the two parents, as this rename changes them.
             let mut dp: i64 = 0;
             let mut dnp: i64 = 0;
-            let (s, s_rev, _) = self.inode(src)?;
+            let (s, s_rev, _) = self.inode_at(src, n)?;
             let mut held = None;
             if flags.exchange {
                 let (d, dkind, drev) = dst.expect("exchange checked its target");
                 let dst_dir = dkind == FileKind::Directory;
-                let (di, di_rev, _) = self.inode(d)?;
+                let (di, di_rev, _) = self.inode_at(d, n)?;
                 t.put(skey.clone(), schema::encode_dentry(d, dkind))
                     .put(dkey.clone(), schema::encode_dentry(src, skind));
                 let _ = drev;
                 if moves {
                     if src_dir {
-                        self.guard_move(&mut t, newparent, src)?;
+                        self.guard_move(&mut t, newparent, src, n)?;
                         dp -= 1;
                         dnp += 1;
                     }
                     if dst_dir {
-                        self.guard_move(&mut t, parent, d)?;
+                        self.guard_move(&mut t, parent, d, n)?;
                         dp += 1;
                         dnp -= 1;
                     }
@@ -492,7 +497,7 @@ impl SharedFs {
                     if !src_dir && dst_dir {
                         return Err(EngineError::IsDir);
                     }
-                    let (di, di_rev, _) = self.inode(d)?;
+                    let (di, di_rev, _) = self.inode_at(d, n)?;
                     if dst_dir {
                         let entries = self.keys.dentries(d);
                         if !self.scan(&entries, 1)?.is_empty() {
@@ -511,7 +516,7 @@ impl SharedFs {
                     }
                 }
                 if src_dir && moves {
-                    self.guard_move(&mut t, newparent, src)?;
+                    self.guard_move(&mut t, newparent, src, n)?;
                     dp -= 1;
                     dnp += 1;
                 }
@@ -533,7 +538,7 @@ impl SharedFs {
             }
             for (dir, delta) in [(parent, dp), (newparent, dnp)] {
                 if delta != 0 {
-                    let (mut p, prev) = self.dir(dir)?;
+                    let (mut p, prev) = self.dir_at(dir, n)?;
                     let n = p.nlink as i64 + delta;
                     if n < 2 {
                         return Err(EngineError::corrupt(Some(dir), "link count below 2"));
@@ -562,8 +567,8 @@ impl SharedFs {
 
     /// Conditions a move of directory `moved` into `into` on every
     /// directory above `into` (none may be `moved`).
-    fn guard_move(&self, t: &mut Tx, into: Ino, moved: Ino) -> Result<()> {
-        for (a, rev) in self.ancestors(into, moved)? {
+    fn guard_move(&self, t: &mut Tx, into: Ino, moved: Ino, n: u32) -> Result<()> {
+        for (a, rev) in self.ancestors(into, moved, n)? {
             t.rev(self.keys.inode(a), rev);
         }
         Ok(())

@@ -108,16 +108,38 @@ impl SharedFs {
     /// unlinked is freed with its record; one linked again (a tmpfile that
     /// got a name) only loses its `O` record.
     fn free_opens(&self, sid: u64, inos: &[Ino]) -> Result<usize> {
-        let (n, _) = self.transact(|_| {
+        let (n, _) = self.transact(|attempt| {
+            let okeys: Vec<Vec<u8>> = inos.iter().map(|i| self.keys.open(sid, *i)).collect();
+            let mut t = Tx::default();
+            let mut n = 0;
+            if attempt == 0 && sid == self.session.id() {
+                // This session's own records, as it wrote them; the
+                // inodes from the cache.
+                for (k, ino) in inos.iter().enumerate() {
+                    t.exists(okeys[k].clone()).del(okeys[k].clone());
+                    n += 1;
+                    match self.inode_cached(*ino) {
+                        Ok((i, rev, _)) => {
+                            t.rev(self.keys.inode(*ino), rev);
+                            if i.nlink == 0 {
+                                self.free_ops(&mut t, *ino, &i)?;
+                            }
+                        }
+                        Err(EngineError::NotFound) => {
+                            t.absent(self.keys.inode(*ino));
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                return Ok(t.step(n));
+            }
             let mut keys = Vec::with_capacity(inos.len() * 2);
-            for ino in inos {
-                keys.push(self.keys.open(sid, *ino));
+            for (k, ino) in inos.iter().enumerate() {
+                keys.push(okeys[k].clone());
                 keys.push(self.keys.inode(*ino));
             }
             let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
             let (got, _) = self.get_many(&refs)?;
-            let mut t = Tx::default();
-            let mut n = 0;
             for (k, ino) in inos.iter().enumerate() {
                 let Some(o) = &got[2 * k] else { continue };
                 t.rev(keys[2 * k].clone(), o.rev).del(keys[2 * k].clone());

@@ -19,6 +19,12 @@ churnfs_vfs::counters! {
     session_renewal_failures,
     sessions_started,
     fenced,
+    // inode records cached for this mount's own reads (icache.rs)
+    icache_entries,
+    icache_entries_max,
+    icache_hits,
+    icache_misses,
+    icache_evictions,
     // inodes this mount's kernel holds, and files open here
     kernel_known_inodes,
     open_files,

@@ -126,8 +126,8 @@ pub trait Backend: Send + Sync {
     fn opendir(&self, ino: Ino) -> Result<Fh>;
     /// Entries of `dir` after cookie `offset`; `emit` takes each one and
     /// returns false when the reply is full (that entry not taken). With
-    /// `plus`, every entry but `.` and `..` carries its
-    /// attributes and takes a kernel reference.
+    /// `plus`, every entry carries its attributes, and every one taken but
+    /// `.` and `..` takes a kernel reference.
     fn readdir(
         &self,
         dir: Ino,

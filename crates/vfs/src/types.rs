@@ -184,7 +184,8 @@ pub struct DirEntry<'a> {
     pub offset: u64,
     pub kind: FileKind,
     pub name: &'a [u8],
-    /// Present for readdirplus (every entry but `.` and `..`).
+    /// Present for readdirplus (`.` and `..` too, which take no kernel
+    /// reference).
     pub attr: Option<Attr>,
 }
 
