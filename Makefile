@@ -45,6 +45,12 @@ CRASH_SEEDS ?= 10000
 crash-long:
 	CHURNFS_CRASH_SEEDS=$(CRASH_SEEDS) cargo test --release -p churnfs-tests --test scenarios crash -- --nocapture
 
+# The shared-mode simulation at length (not part of `make test`).
+SHARED_SEEDS ?= 5000
+.PHONY: shared-long
+shared-long:
+	CHURNFS_SHARED_SEEDS=$(SHARED_SEEDS) cargo test --release -p churnfs-tests --test scenarios shared_sim -- --nocapture
+
 # Benchmarks (never part of `make test`): workloads × targets, report and plots
 # in bench/results/<date>-<size>.md. SIZE=tiny|quick|reference|long;
 # TARGETS and WORKLOADS are comma-separated lists or "all"; RUNS overrides the

@@ -3,8 +3,10 @@
 #   pjdfstest (whole suite, as root and as the users `nobody` and `tests`),
 #   fsx (100,000 operations with a fixed seed and 100,000 with a random one),
 #   stress-ng (the filesystem class, every stressor in turn),
-#   uring: fsx and stress-ng again over FUSE over io_uring, and O_TMPFILE.
-# Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng|uring]...   (default: all)
+#   uring: fsx and stress-ng again over FUSE over io_uring, and O_TMPFILE,
+#   shared: pjdfstest (both passes) and fsx (FSX_SHARED_OPS operations) on
+#   volumes of a 3-member etcd cluster on 127.0.0.1 (tests/services/).
+# Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng|uring|shared]...   (default: all)
 # CONF_MOUNT_OPTS adds mount options to every mount (e.g. uring=1).
 # After each suite the filesystem is unmounted and `churnfs fsck` must be clean.
 set -euo pipefail
@@ -14,6 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 export CARGO_TARGET_DIR
 BIN=${CHURNFS_BIN:-$CARGO_TARGET_DIR/release/churnfs}
 FSX_OPS=${FSX_OPS:-100000}
+FSX_SHARED_OPS=${FSX_SHARED_OPS:-20000}
 STRESS_SECS=${STRESS_SECS:-2}
 PJDFSTEST_VERSION=0.2.2
 FSX_VERSION=0.3.2
@@ -41,6 +44,11 @@ install_suites() {
 
 work=""
 daemon=""
+# Set by run_shared: the etcd cluster's endpoints, its directory, and the
+# volume of the current mount.
+shared_eps=""
+shared_dir=""
+volume=""
 cleanup() {
   if [ -n "$work" ]; then
     if grep -qs " $work/mnt " /proc/mounts; then fusermount3 -u -z "$work/mnt" || true; fi
@@ -52,7 +60,14 @@ cleanup() {
   fi
   work=""; daemon=""
 }
-trap cleanup EXIT
+stop_cluster() {
+  if [ -n "$shared_dir" ]; then
+    "$here/../services/etcd-cluster.sh" stop "$shared_dir"
+    rm -rf "$shared_dir"
+  fi
+  shared_dir=""; shared_eps=""
+}
+trap 'cleanup; stop_cluster' EXIT
 
 # Fresh store and mount under /tmp with mount options $1, every path
 # component searchable by all (pjdfstest's unprivileged users must reach the
@@ -63,11 +78,19 @@ mount_fresh() {
   work=$(mktemp -d /tmp/churnfs-conf.XXXXXX)
   chmod 755 "$work"
   mkdir -p "$work/mnt"
-  "$BIN" mkfs "$work/store" >/dev/null
+  local source="$work/store"
+  if [ -n "$shared_eps" ]; then
+    # A new volume on the cluster for each mount, its data in $work.
+    volume="etcd://$shared_eps/conf$(basename "$work" | tr -dc 'a-zA-Z0-9')"
+    source=$volume
+    "$BIN" mkfs "$volume" --data "file://$work/data" >/dev/null
+  else
+    "$BIN" mkfs "$work/store" >/dev/null
+  fi
   local out
   local opts=${1:-}
   if [ -n "${CONF_MOUNT_OPTS:-}" ]; then opts=${opts:+$opts,}$CONF_MOUNT_OPTS; fi
-  out=$("$BIN" mount "$work/store" "$work/mnt" --background ${opts:+-o "$opts"})
+  out=$("$BIN" mount "$source" "$work/mnt" --background ${opts:+-o "$opts"})
   daemon=$(printf '%s\n' "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p')
   [ -n "$daemon" ] || { echo "conformance: mount did not report its daemon: $out" >&2; exit 1; }
   chmod 1777 "$work/mnt"
@@ -78,7 +101,7 @@ unmount_check() {
   fusermount3 -u "$work/mnt"
   for _ in $(seq 600); do kill -0 "$daemon" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$daemon" 2>/dev/null; then echo "conformance: daemon $daemon did not exit" >&2; exit 1; fi
-  "$BIN" fsck "$work/store"
+  if [ -n "$shared_eps" ]; then "$BIN" fsck "$volume"; else "$BIN" fsck "$work/store"; fi
   daemon=""
   cleanup
 }
@@ -159,7 +182,7 @@ run_uring() {
   local old; old=$(cat "$p")
   echo Y > "$p"
   # The value is put into the trap now: `old` is local and gone by exit.
-  trap 'echo '"$old"' > '"$p"'; cleanup' EXIT
+  trap 'echo '"$old"' > '"$p"'; cleanup; stop_cluster' EXIT
   mount_fresh uring=1
   grep -qx 'churnfs-ring0' /proc/"$daemon"/task/*/comm || {
     echo "conformance: uring=1 mount has no ring queue threads" >&2; exit 1; }
@@ -192,19 +215,37 @@ run_uring() {
     cat "$out"; rm -f "$out"; echo "conformance: the O_TMPFILE test did not run" >&2; exit 1; }
   rm -f "$out"
   echo "$old" > "$p"
-  trap cleanup EXIT
+  trap 'cleanup; stop_cluster' EXIT
   log "uring: fsx ($served requests on the ring), stress-ng ($handed fsyncs handed to waiters) and O_TMPFILE passed over io_uring"
+}
+
+# pjdfstest (both passes) and fsx on shared volumes: the same pass list as
+# a local store (tests/conformance/pjdfstest-exclusions.txt).
+run_shared() {
+  shared_dir=$(mktemp -d /tmp/churnfs-conf-etcd.XXXXXX)
+  shared_eps=$("$here/../services/etcd-cluster.sh" start "$shared_dir")
+  log "shared: 3-member etcd cluster at $shared_eps"
+  run_pjdfstest
+  local seed=${FSX_SEED:-1}
+  mount_fresh ""
+  log "fsx -N $FSX_SHARED_OPS -S $seed on a shared volume"
+  (cd "$work" && fsx -q -f "$here/fsx.toml" -N "$FSX_SHARED_OPS" -S "$seed" -P "$work" "$work/mnt/fsx.$seed") || {
+    echo "conformance: fsx on a shared volume failed with seed $seed" >&2; exit 1; }
+  unmount_check
+  stop_cluster
+  log "shared: pjdfstest and fsx ($FSX_SHARED_OPS operations) passed on shared volumes"
 }
 
 install_suites
 suites=("$@")
-[ ${#suites[@]} -gt 0 ] || suites=(pjdfstest fsx stress-ng uring)
+[ ${#suites[@]} -gt 0 ] || suites=(pjdfstest fsx stress-ng uring shared)
 for s in "${suites[@]}"; do
   case "$s" in
     pjdfstest) run_pjdfstest ;;
     fsx) run_fsx ;;
     stress-ng) run_stress_ng ;;
     uring) run_uring ;;
+    shared) run_shared ;;
     *) echo "conformance: unknown suite $s" >&2; exit 2 ;;
   esac
 done

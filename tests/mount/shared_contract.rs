@@ -3,7 +3,7 @@
 //! etcd cluster. "After the TTL" is checked after the TTL and a margin
 //! (the watch usually makes it sooner; nothing here depends on that).
 
-use crate::support::{churnfs, eventually, Mount, Volume};
+use crate::support::{churnfs, eventually, stat_of, Mount, Volume};
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -263,4 +263,48 @@ fn an_unlinked_file_stays_readable_where_it_is_open(a: &Mount, b: &Mount) {
     );
     let out = churnfs(&["stats", a.mnt.to_str().unwrap()]);
     assert!(out.status.success());
+}
+
+/// Each mount follows the volume's changes: with TTLs of a minute, what
+/// another mount changed is seen long before they run out.
+#[test]
+fn the_watch_ends_staleness_long_before_the_ttl() {
+    let vol = Volume::new(3);
+    let long = "entry_ttl_ms=60000,attr_ttl_ms=60000,negative_ttl_ms=60000";
+    let a = vol.mount(long);
+    let b = vol.mount(long);
+    fs::write(a.path("watched"), b"1").unwrap();
+    fs::create_dir(a.path("d")).unwrap();
+    // b's kernel caches the file's attributes, the name, and a missing
+    // name, each for a minute.
+    assert_eq!(
+        fs::metadata(b.path("watched")).unwrap().mode() & 0o777,
+        0o644
+    );
+    assert!(fs::metadata(b.path("d/later")).is_err());
+    fs::set_permissions(a.path("watched"), fs::Permissions::from_mode(0o640)).unwrap();
+    fs::write(a.path("d/later"), b"2").unwrap();
+    fs::rename(a.path("watched"), a.path("moved")).unwrap();
+    let limit = Duration::from_secs(10);
+    assert!(
+        eventually(limit, || fs::metadata(b.path("d/later")).is_ok()),
+        "a name made on a stayed missing on b"
+    );
+    assert!(
+        eventually(limit, || fs::metadata(b.path("watched")).is_err()),
+        "a name renamed away on a stayed on b"
+    );
+    assert!(
+        eventually(limit, || fs::metadata(b.path("moved"))
+            .map(|m| m.mode() & 0o777 == 0o640)
+            .unwrap_or(false)),
+        "b kept the old mode"
+    );
+    assert!(
+        stat_of(&b, "kernel_inval_entries") > 0,
+        "no entry was invalidated"
+    );
+    drop(a);
+    drop(b);
+    vol.assert_fsck_clean();
 }

@@ -569,7 +569,6 @@ impl SharedFs {
                     objs: part.to_vec(),
                 }),
             );
-            Stats::inc(&self.stats.delete_queued);
         }
         Ok(())
     }
@@ -883,7 +882,6 @@ impl SharedFs {
                     stamp: g.stamp,
                 }),
             );
-            Stats::inc(&self.stats.delete_queued);
         }
         // The rest of the chunk the new end falls in reads as a hole.
         if !size.is_multiple_of(CHUNK_SIZE) {

@@ -645,10 +645,18 @@ impl SharedFs {
         r
     }
 
-    /// The inode records a commit wrote, into the cache.
+    /// The inode records a commit wrote, into the cache; its delete-queue
+    /// items, into the backlog.
     fn cache_written(&self, txn: &Txn, rev: Rev) {
         for op in &txn.ops {
             match (self.keys.decode(op.key()), op) {
+                (Some(Key::Queue(..)), Op::Put { .. }) => {
+                    Stats::inc(&self.stats.delete_queued);
+                    let queued = self.stats.delete_queued.load(Relaxed);
+                    let done = self.stats.delete_done.load(Relaxed);
+                    Stats::set(&self.stats.delete_backlog, queued.saturating_sub(done));
+                    self.bg.queued();
+                }
                 (Some(Key::Inode(ino)), Op::Put { value, .. }) => {
                     let times = self.icache.get(ino).and_then(|c| c.times);
                     match schema::decode_inode(ino, value) {

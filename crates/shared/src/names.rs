@@ -453,12 +453,12 @@ impl SharedFs {
             // Link counts of the two parents, as this rename changes them.
             let mut dp: i64 = 0;
             let mut dnp: i64 = 0;
-            let (s, s_rev, _) = self.inode_at(src, n)?;
+            let (s, s_rev, s_times) = self.inode_at(src, n)?;
             let mut held = None;
             if flags.exchange {
                 let (d, dkind, drev) = dst.expect("exchange checked its target");
                 let dst_dir = dkind == FileKind::Directory;
-                let (di, di_rev, _) = self.inode_at(d, n)?;
+                let (di, di_rev, d_times) = self.inode_at(d, n)?;
                 t.put(skey.clone(), schema::encode_dentry(d, dkind))
                     .put(dkey.clone(), schema::encode_dentry(src, skind));
                 let _ = drev;
@@ -488,6 +488,8 @@ impl SharedFs {
                     .put(self.keys.inode(src), schema::encode_inode(src, &s2))
                     .rev(self.keys.inode(d), di_rev)
                     .put(self.keys.inode(d), schema::encode_inode(d, &d2));
+                self.moved_times(&mut t, src, s_times, now);
+                self.moved_times(&mut t, d, d_times, now);
             } else {
                 if let Some((d, dkind, _)) = dst {
                     let dst_dir = dkind == FileKind::Directory;
@@ -529,6 +531,7 @@ impl SharedFs {
                     .put(dkey.clone(), schema::encode_dentry(src, skind))
                     .rev(self.keys.inode(src), s_rev)
                     .put(self.keys.inode(src), schema::encode_inode(src, &s2));
+                self.moved_times(&mut t, src, s_times, now);
             }
             // Parents: their link counts when they change (conditioned on
             // their records), their times always.
@@ -563,6 +566,15 @@ impl SharedFs {
             self.now_unlinked(d);
         }
         Ok(())
+    }
+
+    /// A renamed directory's ctime, in its times key (where a directory's
+    /// times live); nothing for anything else.
+    fn moved_times(&self, t: &mut Tx, ino: Ino, times: Option<DirTimes>, now: Timespec) {
+        if let Some(mut tm) = times {
+            tm.ctime = now;
+            t.put(self.keys.dir_times(ino), schema::encode_dir_times(&tm));
+        }
     }
 
     /// Conditions a move of directory `moved` into `into` on every

@@ -41,8 +41,6 @@ pub(crate) struct Background {
     /// Ended sessions to reclaim (at most `SESSIONS_MAX`).
     sessions: Mutex<VecDeque<u64>>,
     wake: (Mutex<bool>, Condvar),
-    /// This session's queue has items (a hint; the queue is the truth).
-    queued: std::sync::atomic::AtomicBool,
 }
 
 /// Ended sessions waiting to be reclaimed by this mount.
@@ -62,6 +60,11 @@ impl Background {
             w = cv.wait_timeout(w, d).unwrap_or_else(|p| p.into_inner()).0;
         }
         *w = false;
+    }
+
+    /// Work went into this session's delete queue.
+    pub(crate) fn queued(&self) {
+        self.wake();
     }
 
     /// Session `s` ended: reclaim it soon.
@@ -156,9 +159,6 @@ impl SharedFs {
             }
             Ok(t.step(n))
         })?;
-        if n > 0 {
-            self.bg.queued.store(true, Relaxed);
-        }
         Ok(n)
     }
 
@@ -267,6 +267,9 @@ impl SharedFs {
             if self.commit(t.txn, deadline)?.is_some() {
                 done += 1;
                 Stats::inc(&self.stats.delete_done);
+                let queued = self.stats.delete_queued.load(Relaxed);
+                let all_done = self.stats.delete_done.load(Relaxed);
+                Stats::set(&self.stats.delete_backlog, queued.saturating_sub(all_done));
             }
         }
         Ok(done)

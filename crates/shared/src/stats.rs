@@ -37,7 +37,8 @@ churnfs_vfs::counters! {
     // other sessions that ended without unmounting, and what was reclaimed
     sessions_reclaimed,
     reclaimed_inodes,
-    // the delete queue: items queued and done, chunks and objects freed
+    // the delete queue: items this mount queued and did, the difference
+    // (its backlog), chunks and objects freed
     delete_queued,
     delete_done,
     delete_backlog,
