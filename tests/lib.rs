@@ -18,6 +18,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 pub mod etcd;
+pub mod s3;
 pub mod shared;
 
 /// Caller of every operation in these tests.

@@ -8,7 +8,7 @@ use churnfs_kv::mem::Faults;
 use churnfs_kv::MemKv;
 use churnfs_shared::check::check_volume;
 use churnfs_shared::objects::{open_store, Blobs};
-use churnfs_shared::{MountArgs, SharedConfig, SharedFs};
+use churnfs_shared::{schema, MountArgs, SharedConfig, SharedFs};
 use churnfs_vfs::Backend;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -55,7 +55,7 @@ impl Cluster {
     pub fn new(mounts: usize, cfg: SharedConfig) -> Cluster {
         let kv = MemKv::new();
         let data = unique_data_url();
-        SharedFs::mkfs(&kv, VOLUME, &data, 0, 0).expect("mkfs");
+        SharedFs::mkfs(&kv, VOLUME, &data, schema::UPLOAD_WINDOW_MS, 0, 0).expect("mkfs");
         let mut c = Cluster {
             kv,
             data,

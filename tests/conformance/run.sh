@@ -4,8 +4,10 @@
 #   fsx (100,000 operations with a fixed seed and 100,000 with a random one),
 #   stress-ng (the filesystem class, every stressor in turn),
 #   uring: fsx and stress-ng again over FUSE over io_uring, and O_TMPFILE,
-#   shared: pjdfstest (both passes) and fsx (FSX_SHARED_OPS operations) on
-#   volumes of a 3-member etcd cluster on 127.0.0.1 (tests/services/).
+#   shared: pjdfstest (both passes), fsx (FSX_SHARED_OPS operations) and fsx
+#   on a 64 MiB file (FSX_LARGE_OPS) on volumes of a 3-member etcd cluster
+#   with their data in a SeaweedFS S3 server, all on 127.0.0.1
+#   (tests/services/).
 # Usage: tests/conformance/run.sh [pjdfstest|fsx|stress-ng|uring|shared]...   (default: all)
 # CONF_MOUNT_OPTS adds mount options to every mount (e.g. uring=1).
 # After each suite the filesystem is unmounted and `churnfs fsck` must be clean.
@@ -17,6 +19,7 @@ export CARGO_TARGET_DIR
 BIN=${CHURNFS_BIN:-$CARGO_TARGET_DIR/release/churnfs}
 FSX_OPS=${FSX_OPS:-100000}
 FSX_SHARED_OPS=${FSX_SHARED_OPS:-20000}
+FSX_LARGE_OPS=${FSX_LARGE_OPS:-3000}
 STRESS_SECS=${STRESS_SECS:-2}
 PJDFSTEST_VERSION=0.2.2
 FSX_VERSION=0.3.2
@@ -48,6 +51,7 @@ daemon=""
 # volume of the current mount.
 shared_eps=""
 shared_dir=""
+shared_s3=""
 volume=""
 cleanup() {
   if [ -n "$work" ]; then
@@ -63,9 +67,10 @@ cleanup() {
 stop_cluster() {
   if [ -n "$shared_dir" ]; then
     "$here/../services/etcd-cluster.sh" stop "$shared_dir"
+    "$here/../services/s3-server.sh" stop "$shared_dir/s3"
     rm -rf "$shared_dir"
   fi
-  shared_dir=""; shared_eps=""
+  shared_dir=""; shared_eps=""; shared_s3=""
 }
 trap 'cleanup; stop_cluster' EXIT
 
@@ -75,21 +80,27 @@ trap 'cleanup; stop_cluster' EXIT
 # permissions there; fsx and stress-ng run as root on a private mount, where
 # the daemon checks them.
 mount_fresh() {
+  opts_extra=""
   work=$(mktemp -d /tmp/churnfs-conf.XXXXXX)
   chmod 755 "$work"
   mkdir -p "$work/mnt"
   local source="$work/store"
   if [ -n "$shared_eps" ]; then
-    # A new volume on the cluster for each mount, its data in $work.
-    volume="etcd://$shared_eps/conf$(basename "$work" | tr -dc 'a-zA-Z0-9')"
+    # A new volume on the cluster for each mount, its data under a prefix
+    # of its own in the S3 server's bucket.
+    local name
+    name="conf$(basename "$work" | tr -dc 'a-zA-Z0-9')"
+    volume="etcd://$shared_eps/$name"
     source=$volume
-    "$BIN" mkfs "$volume" --data "file://$work/data" >/dev/null
+    "$BIN" mkfs "$volume" --data "s3://churnfs/$name?endpoint=$shared_s3" >/dev/null
+    opts_extra="cache_dir=$work/cache"
   else
     "$BIN" mkfs "$work/store" >/dev/null
   fi
   local out
   local opts=${1:-}
   if [ -n "${CONF_MOUNT_OPTS:-}" ]; then opts=${opts:+$opts,}$CONF_MOUNT_OPTS; fi
+  if [ -n "$opts_extra" ]; then opts=${opts:+$opts,}$opts_extra; fi
   out=$("$BIN" mount "$source" "$work/mnt" --background ${opts:+-o "$opts"})
   daemon=$(printf '%s\n' "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p')
   [ -n "$daemon" ] || { echo "conformance: mount did not report its daemon: $out" >&2; exit 1; }
@@ -224,16 +235,20 @@ run_uring() {
 run_shared() {
   shared_dir=$(mktemp -d /tmp/churnfs-conf-etcd.XXXXXX)
   shared_eps=$("$here/../services/etcd-cluster.sh" start "$shared_dir")
-  log "shared: 3-member etcd cluster at $shared_eps"
+  shared_s3=$("$here/../services/s3-server.sh" start "$shared_dir/s3")
+  log "shared: 3-member etcd cluster at $shared_eps, SeaweedFS S3 at $shared_s3"
   run_pjdfstest
   local seed=${FSX_SEED:-1}
   mount_fresh ""
   log "fsx -N $FSX_SHARED_OPS -S $seed on a shared volume"
   (cd "$work" && fsx -q -f "$here/fsx.toml" -N "$FSX_SHARED_OPS" -S "$seed" -P "$work" "$work/mnt/fsx.$seed") || {
     echo "conformance: fsx on a shared volume failed with seed $seed" >&2; exit 1; }
+  log "fsx -N $FSX_LARGE_OPS -S $seed on a 64 MiB file of a shared volume"
+  (cd "$work" && fsx -q -f "$here/fsx-large.toml" -N "$FSX_LARGE_OPS" -S "$seed" -P "$work" "$work/mnt/fsx-large.$seed") || {
+    echo "conformance: fsx on a large file of a shared volume failed with seed $seed" >&2; exit 1; }
   unmount_check
   stop_cluster
-  log "shared: pjdfstest and fsx ($FSX_SHARED_OPS operations) passed on shared volumes"
+  log "shared: pjdfstest, fsx ($FSX_SHARED_OPS operations) and fsx on a large file ($FSX_LARGE_OPS) passed on shared volumes with data on S3"
 }
 
 install_suites

@@ -16,6 +16,7 @@ mod shared_contract;
 mod shared_failures;
 mod shared_kill9;
 mod shared_races;
+mod shared_s3;
 mod shared_tools;
 mod store_reopen;
 mod tmpfile;

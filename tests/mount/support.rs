@@ -306,11 +306,13 @@ pub fn daemon_threads(m: &Mount) -> Vec<(String, PathBuf)> {
 }
 
 /// A shared volume on a fresh etcd cluster, its file data in a directory
-/// of its own.
+/// of its own or in an S3 server of its own.
 pub struct Volume {
     pub etcd: churnfs_tests::etcd::EtcdCluster,
-    /// Holds the file data; removed with the volume.
-    _data: tempfile::TempDir,
+    pub s3: Option<churnfs_tests::s3::S3Server>,
+    /// Holds the file data (or the mounts' read caches); removed with the
+    /// volume.
+    dir: tempfile::TempDir,
     pub url: String,
 }
 
@@ -318,37 +320,72 @@ pub struct Volume {
 /// seconds, and operations that give up within seconds.
 pub const SHARED_OPTS: &str = "session_ttl_ms=3000,op_timeout_ms=8000";
 
+/// The upload window of the volumes on S3 here: gc's grace may be 4 s.
+pub const UPLOAD_WINDOW_MS: &str = "2000";
+
 impl Volume {
-    /// A volume named `name` on a new `members`-member cluster.
+    /// A volume on a new `members`-member cluster, its data in a local
+    /// directory.
     pub fn new(members: usize) -> Volume {
+        Volume::make(members, false)
+    }
+
+    /// A volume on a new `members`-member cluster, its data in a new S3
+    /// server.
+    pub fn on_s3(members: usize) -> Volume {
+        Volume::make(members, true)
+    }
+
+    fn make(members: usize, s3: bool) -> Volume {
         let etcd = churnfs_tests::etcd::EtcdCluster::start(members);
+        let s3 = s3.then(churnfs_tests::s3::S3Server::start);
         let dir = tempfile::Builder::new()
             .prefix("churnfs-volume-")
             .tempdir_in("/tmp")
             .expect("tempdir");
         let url = etcd.url("test");
-        let data = format!("file://{}/data", dir.path().display());
-        let out = churnfs(&["mkfs", &url, "--data", &data]);
+        let data = match &s3 {
+            Some(s) => s.data_url("test"),
+            None => format!("file://{}/data", dir.path().display()),
+        };
+        let out = churnfs(&[
+            "mkfs",
+            &url,
+            "--data",
+            &data,
+            "--upload-window-ms",
+            UPLOAD_WINDOW_MS,
+        ]);
         assert!(
             out.status.success(),
             "mkfs of {url} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        Volume {
-            etcd,
-            _data: dir,
-            url,
-        }
+        Volume { etcd, s3, dir, url }
     }
 
-    /// A mount of the volume with `options` (added to `SHARED_OPTS`).
+    /// A mount of the volume with `options` (added to `SHARED_OPTS`), its
+    /// read cache under the volume's directory.
     pub fn mount(&self, options: &str) -> Mount {
-        let opts = if options.is_empty() {
-            SHARED_OPTS.to_string()
-        } else {
-            format!("{SHARED_OPTS},{options}")
-        };
+        let mut opts = format!(
+            "{SHARED_OPTS},cache_dir={}/cache",
+            self.dir.path().display()
+        );
+        if !options.is_empty() {
+            opts = format!("{opts},{options}");
+        }
         Mount::attach(&self.url, &opts)
+    }
+
+    /// `churnfs gc` of the volume with `--grace SECS`: its output line.
+    pub fn gc(&self, grace: u64) -> String {
+        let out = churnfs(&["gc", &self.url, "--grace", &grace.to_string()]);
+        assert!(
+            out.status.success(),
+            "gc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// fsck of the volume: its report, asserted clean.

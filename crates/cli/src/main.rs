@@ -33,10 +33,18 @@ enum Cmd {
     Mkfs {
         #[arg(value_name = "STORE")]
         store: String,
-        /// A shared volume's data store: file:///ABSOLUTE/PATH (a directory
-        /// every mount of the volume reaches).
+        /// A shared volume's data store: s3://BUCKET/PREFIX (with
+        /// ?endpoint=http(s)://HOST:PORT for a service other than AWS;
+        /// credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or
+        /// ~/.aws/credentials), or file:///ABSOLUTE/PATH (a directory every
+        /// mount of the volume reaches).
         #[arg(long, value_name = "URL")]
         data: Option<String>,
+        /// A shared volume's upload window: the longest a mount may take
+        /// from the start of an upload to the commit naming it; gc's grace
+        /// is at least twice it.
+        #[arg(long, value_name = "MS", default_value_t = churnfs_shared::schema::UPLOAD_WINDOW_MS)]
+        upload_window_ms: u32,
     },
     /// Mount STORE (a store directory or a volume URL) at MOUNTPOINT (an
     /// empty directory).
@@ -62,6 +70,23 @@ enum Cmd {
         #[arg(value_name = "STORE")]
         store: String,
         /// A shared volume's data store, when not where the volume says.
+        #[arg(long, value_name = "URL")]
+        data: Option<String>,
+    },
+    /// Remove a shared volume's objects that no file names and that are
+    /// older than the grace period (safe while the volume is mounted and
+    /// written).
+    Gc {
+        #[arg(value_name = "VOLUME")]
+        volume: String,
+        /// Only objects older than this many seconds go; at least twice
+        /// the volume's upload window [default: 3600].
+        #[arg(long, value_name = "SECS")]
+        grace: Option<u64>,
+        /// Report what would go, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// The volume's data store, when not where the volume says.
         #[arg(long, value_name = "URL")]
         data: Option<String>,
     },
@@ -128,8 +153,12 @@ fn main() -> ExitCode {
     log::set_max_level(most);
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Mkfs { store, data } => match volume::url(&store) {
-            Some(u) => u.and_then(|u| volume::mkfs(&u, data.as_deref())),
+        Cmd::Mkfs {
+            store,
+            data,
+            upload_window_ms,
+        } => match volume::url(&store) {
+            Some(u) => u.and_then(|u| volume::mkfs(&u, data.as_deref(), upload_window_ms)),
             None if data.is_some() => Err(CliError::Other(
                 "--data is for shared volumes (etcd://...); a local store keeps its data".into(),
             )),
@@ -151,6 +180,17 @@ fn main() -> ExitCode {
         Cmd::Fsck { store, data } => match volume::url(&store) {
             Some(u) => u.and_then(|u| volume::fsck(&u, data.as_deref())),
             None => store_dir::fsck(std::path::Path::new(&store)),
+        },
+        Cmd::Gc {
+            volume,
+            grace,
+            dry_run,
+            data,
+        } => match volume::url(&volume) {
+            Some(u) => u.and_then(|u| volume::gc(&u, grace, dry_run, data.as_deref())),
+            None => Err(CliError::Other(format!(
+                "{volume:?} is not a volume URL: gc is for shared volumes (etcd://HOST:PORT/VOLUME); a local store frees its own data"
+            ))),
         },
         Cmd::Stats { mountpoint } => stats::print(&mountpoint),
     };

@@ -56,7 +56,14 @@ Shared volumes only (etcd://...):
   op_timeout_ms=N          how long an operation waits for the metadata engine or
                            the object store (no quorum, unreachable) before EIO [20000]
   object_cache_bytes=N     file data kept in memory for reads [67108864]
+  cache_dir=PATH           where the read cache on local disk lives (a directory
+                           per mount under it) [/var/cache/churnfs]
+  cache_bytes=N            most bytes of file data the disk cache holds; 0: none
+                           [1073741824]
   dirty_bytes_max=N        (as above) written data not yet uploaded [67108864]";
+
+/// The read cache's root unless `cache_dir` says.
+const DEFAULT_CACHE_DIR: &str = "/var/cache/churnfs";
 
 #[derive(Clone, Debug, Default)]
 pub struct MountOpts {
@@ -76,6 +83,7 @@ fn num(key: &str, v: Option<&str>) -> Result<u64> {
 impl MountOpts {
     pub fn parse(groups: &[String]) -> Result<MountOpts> {
         let mut o = MountOpts::default();
+        o.shared.cache_dir = Some(DEFAULT_CACHE_DIR.into());
         for item in groups
             .iter()
             .flat_map(|g| g.split(','))
@@ -100,6 +108,16 @@ impl MountOpts {
                 }
                 "op_timeout_ms" => o.shared.op_timeout = Duration::from_millis(num(k, v)?.max(100)),
                 "object_cache_bytes" => o.shared.object_cache_bytes = num(k, v)? as usize,
+                "cache_bytes" => o.shared.disk_cache_bytes = num(k, v)?,
+                "cache_dir" => match v {
+                    Some(p) if p.starts_with('/') => o.shared.cache_dir = Some(p.into()),
+                    _ => {
+                        return Err(CliError::BadOptionValue(
+                            k.into(),
+                            "needs an absolute path".into(),
+                        ))
+                    }
+                },
                 "dirty_items_max" => o.engine.dirty_items_max = num(k, v)?.max(1_000) as usize,
                 "entry_ttl_ms" => o.adapter.entry_ttl = Duration::from_millis(num(k, v)?),
                 "attr_ttl_ms" => o.adapter.attr_ttl = Duration::from_millis(num(k, v)?),

@@ -51,16 +51,17 @@ fn volume_err(u: &VolumeUrl, e: EngineError) -> CliError {
     }
 }
 
-pub fn mkfs(u: &VolumeUrl, data: Option<&str>) -> Result<ExitCode> {
+pub fn mkfs(u: &VolumeUrl, data: Option<&str>, upload_window_ms: u32) -> Result<ExitCode> {
     let data = data.ok_or_else(|| {
         CliError::Other(format!(
-            "{u}: a shared volume needs --data URL (file:///ABSOLUTE/PATH) for its file data"
+            "{u}: a shared volume needs --data URL (s3://BUCKET/PREFIX?endpoint=URL or file:///ABSOLUTE/PATH) for its file data"
         ))
     })?;
     let kv = connect(u, Duration::from_secs(20))?;
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let sb = SharedFs::mkfs(&*kv, &u.volume, data, uid, gid).map_err(|e| volume_err(u, e))?;
+    let sb = SharedFs::mkfs(&*kv, &u.volume, data, upload_window_ms, uid, gid)
+        .map_err(|e| volume_err(u, e))?;
     let uuid: String = sb.uuid.iter().map(|b| format!("{b:02x}")).collect();
     crate::out!(
         "churnfs: created volume {u} (format {}, uuid {uuid}, data {data})",
@@ -112,18 +113,72 @@ pub fn mount(
     })
 }
 
-pub fn fsck(u: &VolumeUrl, data: Option<&str>) -> Result<ExitCode> {
+/// The volume's superblock and its data store, for fsck and gc.
+fn open_volume(
+    u: &VolumeUrl,
+    data: Option<&str>,
+) -> Result<(Arc<EtcdKv>, churnfs_shared::schema::Superblock, Blobs)> {
     let kv = connect(u, Duration::from_secs(20))?;
     let sb = SharedFs::read_superblock(&*kv, &u.volume).map_err(|e| volume_err(u, e))?;
-    let url = data.unwrap_or(&sb.data_url);
-    let store = open_store(url).map_err(|e| CliError::Other(format!("{u}: {e}")))?;
+    let url = data.unwrap_or(&sb.data_url).to_string();
+    let store = open_store(&url).map_err(|e| CliError::Other(format!("{u}: {e}")))?;
     let blobs = Blobs::new(
         store,
-        url,
+        &url,
         &u.volume,
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         Arc::new(churnfs_shared::stats::Stats::default()),
     );
+    Ok((kv, sb, blobs))
+}
+
+pub fn gc(
+    u: &VolumeUrl,
+    grace: Option<u64>,
+    dry_run: bool,
+    data: Option<&str>,
+) -> Result<ExitCode> {
+    let (kv, sb, blobs) = open_volume(u, data)?;
+    let least = churnfs_shared::gc::min_grace(&sb);
+    let grace = match grace {
+        Some(s) => Duration::from_secs(s),
+        None => least.max(Duration::from_secs(3600)),
+    };
+    if grace < least {
+        return Err(CliError::Other(format!(
+            "{u}: --grace {} is under twice the volume's upload window; give at least {}",
+            grace.as_secs(),
+            least.as_secs_f64().ceil() as u64
+        )));
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} objects")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message("gc");
+    let r = churnfs_shared::gc::collect(&*kv, &u.volume, &blobs, grace, dry_run, &mut |d, t| {
+        bar.set_length(t);
+        bar.set_position(d);
+    })
+    .map_err(|e| volume_err(u, e))?;
+    bar.finish_and_clear();
+    crate::out!(
+        "{u}: {} objects ({} bytes): {} named, {} younger than {} s; {} {} unnamed objects ({} bytes)",
+        r.objects,
+        r.bytes,
+        r.named,
+        r.young,
+        grace.as_secs(),
+        if dry_run { "would remove" } else { "removed" },
+        r.removed,
+        r.removed_bytes
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn fsck(u: &VolumeUrl, data: Option<&str>) -> Result<ExitCode> {
+    let (kv, _, blobs) = open_volume(u, data)?;
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_message("checking");
     let report = check_volume(&*kv, &u.volume, Some(&blobs), &mut |n| {

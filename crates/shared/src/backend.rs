@@ -367,6 +367,9 @@ impl SharedFs {
                 tracing::warn!("session {sid}'s lease not revoked ({e}); it expires by itself");
             }
         }
+        if let Some(d) = &self.disk {
+            d.remove_all();
+        }
         self.stopped.store(true, Relaxed);
         match first_err {
             Some(e) => Err(e),

@@ -286,7 +286,7 @@ pub fn check_volume(
         r.objects = stored.len() as u64;
         let have: HashMap<(Ino, u64, schema::ObjId), u64> = stored
             .iter()
-            .map(|(i, c, id, size)| ((*i, *c, *id), *size))
+            .map(|o| ((o.ino, o.chunk, o.id), o.size))
             .collect();
         for ((ino, c, id), size) in &named_objects {
             match have.get(&(*ino, *c, *id)) {

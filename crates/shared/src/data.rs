@@ -42,6 +42,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Most chunk records one commit of a flush or a hole writes.
 const CHUNKS_PER_COMMIT: usize = 48;
 
+/// Objects a flush uploaded, by piece (chunk, offset, length), with when
+/// their upload started.
+type Uploaded = HashMap<(u64, u32, u32), (ObjRef, std::time::Instant)>;
+
 /// A file open (or being written) on this mount.
 #[derive(Default)]
 pub(crate) struct FileState {
@@ -340,9 +344,13 @@ impl SharedFs {
         let dirty_end = fd.end_of_dirty();
         let mtime = fd.mtime.unwrap_or_else(Timespec::now);
         let prev_rev = fd.base.as_ref().map(|b| b.1);
+        let mut changed_under = false;
         // Objects uploaded by an earlier attempt, by piece (chunk, offset,
         // length), reused when a conflict makes the commit run again.
-        let mut uploaded: HashMap<(u64, u32, u32), ObjRef> = HashMap::new();
+        // With when their upload started: past half the upload window they
+        // are not named any more (fs.rs `note_upload`).
+        let mut uploaded: Uploaded = HashMap::new();
+        let half_window = self.upload_window() / 2;
         let all = pieces(&extents);
         let mut by_chunk: BTreeMap<u64, Vec<Piece>> = BTreeMap::new();
         for p in all {
@@ -361,7 +369,8 @@ impl SharedFs {
             // The size and times go with the last group: a reader on
             // another mount sees the new size only with all its data.
             let final_group = gi + 1 == ngroups;
-            let ((i, chunks), rev) = self.transact(|attempt| {
+            let ((i, chunks, read_rev), rev) = self.transact(|attempt| {
+                uploaded.retain(|_, (_, at)| at.elapsed() < half_window);
                 let (mut i, irev, _) = self.inode_at(ino, attempt)?;
                 let ikey = self.keys.inode(ino);
                 let mut t = Tx::default();
@@ -435,20 +444,25 @@ impl SharedFs {
                     i.ctime = mtime;
                 }
                 t.put(ikey, schema::encode_inode(ino, &i));
-                Ok(t.step((i, done_chunks)))
+                Ok(t.step((i, done_chunks, irev)))
             })?;
             let rev = rev.expect("a flush commits");
+            // The record changed since this mount last read or wrote it (by
+            // another mount, or by the background clearing a garbage range
+            // whose chunks it freed): the chunk records held may name
+            // objects that are gone.
+            if Some(read_rev) != fd.base.as_ref().map(|b| b.1) {
+                fd.chunks.clear();
+                changed_under = true;
+            }
             for (c, chunk) in chunks {
                 fd.chunks.insert(c, Some((chunk, rev)));
             }
+            fd.base = Some((i.clone(), rev));
             last = Some((i, rev));
         }
         let (i, rev) = last.expect("at least one group");
         fd.size = fd.size.max(i.size);
-        if fd.base.as_ref().map(|b| b.1) != prev_rev {
-            fd.chunks.clear();
-        }
-        fd.base = Some((i, rev));
         let bytes = fd.dirty_bytes;
         fd.dirty.clear();
         fd.dirty_bytes = 0;
@@ -458,7 +472,7 @@ impl SharedFs {
         // This kernel's pages hold what was just written; they stay valid
         // if they were valid before.
         self.known_mut(ino, |k| {
-            if k.page_rev.is_some() && k.page_rev == prev_rev {
+            if !changed_under && k.page_rev.is_some() && k.page_rev == prev_rev {
                 k.page_rev = Some(rev);
             } else {
                 k.page_rev = None;
@@ -479,7 +493,7 @@ impl SharedFs {
         c: u64,
         old: Option<(Chunk, Rev)>,
         ps: &[Piece],
-        uploaded: &mut HashMap<(u64, u32, u32), ObjRef>,
+        uploaded: &mut Uploaded,
     ) -> Result<Chunk> {
         let key = self.keys.chunk(ino, c);
         t.as_read(key.clone(), old.as_ref().map(|o| o.1));
@@ -505,8 +519,15 @@ impl SharedFs {
                 buf[p.off as usize..end].copy_from_slice(&p.bytes);
             }
             let mut dropped: Vec<ObjId> = chunk.objects().iter().map(|o| o.id).collect();
-            dropped.extend(uploaded.values().map(|o| o.id));
-            uploaded.clear();
+            // This chunk's pieces an earlier attempt uploaded are not
+            // needed now (other chunks' stay: this attempt names them).
+            let mine: Vec<(u64, u32, u32)> =
+                uploaded.keys().filter(|k| k.0 == c).copied().collect();
+            for k in mine {
+                if let Some((o, _)) = uploaded.remove(&k) {
+                    dropped.push(o.id);
+                }
+            }
             let r = self.upload(ino, c, Bytes::from(buf))?;
             self.queue_objects(t, ino, c, dropped)?;
             chunk.slices = vec![Slice {
@@ -519,10 +540,14 @@ impl SharedFs {
             for p in ps {
                 let k = (c, p.off, p.bytes.len() as u32);
                 let r = match uploaded.get(&k) {
-                    Some(r) => *r,
+                    Some((r, at)) => {
+                        crate::fs::note_upload(*at);
+                        *r
+                    }
                     None => {
+                        let at = std::time::Instant::now();
                         let r = self.upload(ino, c, p.bytes.clone())?;
-                        uploaded.insert(k, r);
+                        uploaded.insert(k, (r, at));
                         r
                     }
                 };
@@ -540,6 +565,7 @@ impl SharedFs {
 
     /// Uploads one object.
     fn upload(&self, ino: Ino, c: u64, b: Bytes) -> Result<ObjRef> {
+        crate::fs::note_upload(std::time::Instant::now());
         let id = self.new_obj_id()?;
         let r = ObjRef {
             id,
@@ -578,12 +604,19 @@ impl SharedFs {
         if let Some(b) = self.cache.get(r.id) {
             return Ok(b);
         }
+        if let Some(b) = self.disk.as_ref().and_then(|d| d.get(r)) {
+            self.cache.put(r.id, b.clone());
+            return Ok(b);
+        }
         let b = self.blobs.get(ino, c, r).inspect_err(|e| {
             if let EngineError::Corrupt { .. } = e {
                 tracing::error!("{ino}: {e}");
             }
         })?;
         self.cache.put(r.id, b.clone());
+        if let Some(d) = &self.disk {
+            d.put(r.id, &b);
+        }
         Ok(b)
     }
 

@@ -51,6 +51,11 @@ pub struct SharedConfig {
     pub file_flush_bytes: u64,
     /// Most bytes of objects kept in memory for reads.
     pub object_cache_bytes: usize,
+    /// Where the read cache on local disk lives (a directory per mount
+    /// under it); None: no disk cache.
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// Most bytes the disk cache holds.
+    pub disk_cache_bytes: u64,
     /// How long an inode record read or written here may serve this
     /// mount's own reads; at most the kernel's attribute TTL (icache.rs
     /// says why that keeps the contract). Zero: never.
@@ -77,6 +82,8 @@ impl Default for SharedConfig {
             dirty_bytes_max: 64 << 20,
             file_flush_bytes: schema::CHUNK_SIZE,
             object_cache_bytes: 64 << 20,
+            cache_dir: None,
+            disk_cache_bytes: 1 << 30,
             attr_cache: Duration::from_secs(1),
             icache_entries_max: 65_536,
             ino_batch: 1024,
@@ -131,6 +138,22 @@ impl OwnRevs {
     pub fn contains(&self, r: Rev) -> bool {
         self.set.contains(&r)
     }
+}
+
+thread_local! {
+    /// When the oldest upload named by the step being built started.
+    static OLDEST_UPLOAD: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes that the step being built on this thread names an object whose
+/// upload started at `at`: `transact` commits it only within the volume's
+/// upload window of `at`.
+pub(crate) fn note_upload(at: Instant) {
+    OLDEST_UPLOAD.with(|c| c.set(Some(c.get().map_or(at, |o| o.min(at)))));
+}
+
+fn take_oldest_upload() -> Option<Instant> {
+    OLDEST_UPLOAD.with(std::cell::Cell::take)
 }
 
 /// One step of a `transact`: nothing to write, or a commit to make.
@@ -200,6 +223,7 @@ pub struct SharedFs {
     pub(crate) kv: Arc<dyn MetaKv>,
     pub(crate) blobs: Blobs,
     pub(crate) cache: ObjCache,
+    pub(crate) disk: Option<crate::diskcache::DiskCache>,
     pub(crate) icache: ICache,
     pub(crate) keys: Keys,
     pub(crate) cfg: SharedConfig,
@@ -285,9 +309,16 @@ impl SharedFs {
         kv: &dyn MetaKv,
         volume: &str,
         data_url: &str,
+        upload_window_ms: u32,
         uid: u32,
         gid: u32,
     ) -> Result<Superblock> {
+        if upload_window_ms < schema::UPLOAD_WINDOW_MIN_MS {
+            return Err(EngineError::NotAStore(format!(
+                "an upload window of {upload_window_ms} ms is under the least, {} ms",
+                schema::UPLOAD_WINDOW_MIN_MS
+            )));
+        }
         schema::check_volume_name(volume).map_err(EngineError::NotAStore)?;
         // The data URL must name a store this build can open.
         open_store(data_url).map_err(EngineError::NotAStore)?;
@@ -298,6 +329,7 @@ impl SharedFs {
             uuid: *uuid::Uuid::new_v4().as_bytes(),
             created: now,
             data_url: data_url.to_string(),
+            upload_window_ms,
         };
         let root = Inode {
             kind: FileKind::Directory,
@@ -366,7 +398,27 @@ impl SharedFs {
         // reads; the watch follows from it.
         let (_, at) = kv.get_many(&[&keys.superblock()]).map_err(kv_err)?;
         Stats::set(&stats.dirty_bytes_max, cfg.dirty_bytes_max);
+        let disk = match &cfg.cache_dir {
+            Some(root) if cfg.disk_cache_bytes > 0 => {
+                let uuid: String = sb.uuid.iter().map(|b| format!("{b:02x}")).collect();
+                let name = format!("{:016x}", session.id());
+                Some(
+                    crate::diskcache::DiskCache::open(
+                        root,
+                        &uuid,
+                        &name,
+                        cfg.disk_cache_bytes,
+                        stats.clone(),
+                    )
+                    .map_err(|e| {
+                        EngineError::NotAStore(format!("read cache under {}: {e}", root.display()))
+                    })?,
+                )
+            }
+            _ => None,
+        };
         let fs = Arc::new(SharedFs {
+            disk,
             blobs: Blobs::new(store, &url, args.volume, cfg.op_timeout, stats.clone()),
             cache: ObjCache::new(cfg.object_cache_bytes, stats.clone()),
             icache: ICache::new(cfg.icache_entries_max, cfg.attr_cache, stats.clone()),
@@ -395,6 +447,11 @@ impl SharedFs {
             crate::reclaim::start(&fs)?;
         }
         Ok(fs)
+    }
+
+    /// The volume's upload window (schema::Superblock).
+    pub(crate) fn upload_window(&self) -> Duration {
+        Duration::from_millis(self.sb.upload_window_ms as u64)
     }
 
     pub fn superblock(&self) -> &Superblock {
@@ -546,6 +603,7 @@ impl SharedFs {
         let deadline = Instant::now() + self.cfg.op_timeout;
         let mut pause = Duration::from_millis(1);
         for n in 0u32.. {
+            take_oldest_upload();
             let step = match attempt(n) {
                 Ok(s) => s,
                 Err(e) if is_unavailable(&e) && Instant::now() < deadline => {
@@ -558,7 +616,24 @@ impl SharedFs {
                 Step::Done(v) => return Ok((v, None)),
                 Step::Commit(txn, v) => (txn, v),
             };
-            match self.commit(txn, deadline)? {
+            // A commit naming objects lands within the upload window of
+            // their uploads, or not at all (gc's grace rests on it).
+            let mut until = deadline;
+            if let Some(at) = take_oldest_upload() {
+                let window = self.upload_window();
+                if at.elapsed() >= window / 2 {
+                    Stats::inc(&self.stats.upload_window_retries);
+                    if Instant::now() >= deadline {
+                        Stats::inc(&self.stats.op_timeouts);
+                        return Err(EngineError::Store(StoreError::Unavailable(
+                            "uploads outlived the volume's upload window".into(),
+                        )));
+                    }
+                    continue;
+                }
+                until = deadline.min(at + window);
+            }
+            match self.commit(txn, until)? {
                 Some(rev) => return Ok((v, Some(rev))),
                 None => {
                     Stats::inc(&self.stats.op_retries);

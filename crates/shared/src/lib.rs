@@ -11,7 +11,9 @@
 pub mod backend;
 pub mod check;
 pub mod data;
+pub mod diskcache;
 pub mod fs;
+pub mod gc;
 mod icache;
 pub mod names;
 pub mod objects;

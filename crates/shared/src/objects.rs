@@ -25,6 +25,17 @@ use std::time::Duration;
 /// Objects uploaded or deleted at once.
 const PARALLEL: usize = 8;
 
+/// An object as the store lists it.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    pub ino: Ino,
+    pub chunk: u64,
+    pub id: ObjId,
+    pub size: u64,
+    /// When the store finished writing it (the store's clock).
+    pub modified: chrono::DateTime<chrono::Utc>,
+}
+
 /// Where a volume's file data lives.
 pub struct Blobs {
     store: Arc<dyn ObjectStore>,
@@ -40,10 +51,16 @@ fn unavailable(what: &str, e: impl std::fmt::Display) -> EngineError {
     )))
 }
 
-/// Parses a data URL into a store: `file:///ABSOLUTE/PATH` (a directory on
-/// this machine, shared by its mounts) or `memory://NAME` (one process:
-/// simulation and tests; every mount of the process naming NAME shares it).
+/// Parses a data URL into a store: `s3://BUCKET[/PREFIX][?endpoint=URL&region=R]`
+/// (any S3-compatible service; credentials from the environment or the
+/// shared credentials file, see `s3_store`), `file:///ABSOLUTE/PATH` (a
+/// directory on this machine, shared by its mounts) or `memory://NAME` (one
+/// process: simulation and tests; every mount of the process naming NAME
+/// shares it).
 pub fn open_store(url: &str) -> std::result::Result<Arc<dyn ObjectStore>, String> {
+    if url.starts_with("s3://") {
+        return s3_store(url);
+    }
     if let Some(path) = url.strip_prefix("file://") {
         if !path.starts_with('/') {
             return Err(format!(
@@ -69,8 +86,119 @@ pub fn open_store(url: &str) -> std::result::Result<Arc<dyn ObjectStore>, String
         return Ok(s);
     }
     Err(format!(
-        "data URL {url:?} is not one churnfs serves (file:///PATH)"
+        "data URL {url:?} is not one churnfs serves (s3://BUCKET/PREFIX?endpoint=URL or file:///PATH)"
     ))
+}
+
+/// An S3 data URL taken apart.
+#[derive(Debug, PartialEq, Eq)]
+struct S3Url {
+    bucket: String,
+    prefix: String,
+    endpoint: Option<String>,
+    region: Option<String>,
+}
+
+fn parse_s3_url(url: &str) -> std::result::Result<S3Url, String> {
+    let rest = url.strip_prefix("s3://").unwrap_or(url);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
+    if bucket.is_empty() {
+        return Err(format!(
+            "data URL {url:?} names no bucket (s3://BUCKET/PREFIX)"
+        ));
+    }
+    let mut u = S3Url {
+        bucket: bucket.to_string(),
+        prefix: prefix.trim_matches('/').to_string(),
+        endpoint: None,
+        region: None,
+    };
+    for kv in query.split('&').filter(|p| !p.is_empty()) {
+        match kv.split_once('=') {
+            Some(("endpoint", v)) if v.starts_with("http://") || v.starts_with("https://") => {
+                u.endpoint = Some(v.to_string())
+            }
+            Some(("region", v)) if !v.is_empty() => u.region = Some(v.to_string()),
+            Some(("access_key_id" | "secret_access_key", _)) => {
+                return Err(format!(
+                    "data URL {url:?} carries a credential: give it in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the credentials file, never on the command line"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "{kv:?} in data URL {url:?} is not endpoint=http(s)://HOST:PORT or region=NAME"
+                ))
+            }
+        }
+    }
+    Ok(u)
+}
+
+/// Keys from an AWS shared credentials file (`$AWS_SHARED_CREDENTIALS_FILE`
+/// or `~/.aws/credentials`), profile `$AWS_PROFILE` or `default`.
+fn credentials_file() -> Option<(String, String, Option<String>)> {
+    let path = match std::env::var_os("AWS_SHARED_CREDENTIALS_FILE") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".aws/credentials"),
+    };
+    let ini = ini::Ini::load_from_file(&path).ok()?;
+    let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
+    let s = ini.section(Some(profile.as_str()))?;
+    Some((
+        s.get("aws_access_key_id")?.to_string(),
+        s.get("aws_secret_access_key")?.to_string(),
+        s.get("aws_session_token").map(str::to_string),
+    ))
+}
+
+/// An S3 store. Credentials come from `AWS_ACCESS_KEY_ID` and
+/// `AWS_SECRET_ACCESS_KEY` (and the other `AWS_*` variables the
+/// `object_store` crate reads), else from the shared credentials file; with
+/// neither, requests go unsigned (a server that allows anonymous access).
+/// Never from instance metadata: churnfs reaches no address it was not
+/// given. Retries are the crate's, cut short by each call's deadline.
+fn s3_store(url: &str) -> std::result::Result<Arc<dyn ObjectStore>, String> {
+    use object_store::aws::AmazonS3Builder;
+    let u = parse_s3_url(url)?;
+    let mut b = AmazonS3Builder::from_env()
+        .with_bucket_name(&u.bucket)
+        .with_region(u.region.clone().unwrap_or_else(|| {
+            std::env::var("AWS_REGION")
+                .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|_| "us-east-1".into())
+        }))
+        .with_client_options(
+            object_store::ClientOptions::new()
+                .with_connect_timeout(Duration::from_secs(5))
+                .with_timeout(Duration::from_secs(60)),
+        );
+    if let Some(e) = &u.endpoint {
+        b = b
+            .with_endpoint(e)
+            .with_allow_http(e.starts_with("http://"))
+            .with_virtual_hosted_style_request(false);
+    }
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
+        match credentials_file() {
+            Some((id, secret, token)) => {
+                b = b.with_access_key_id(id).with_secret_access_key(secret);
+                if let Some(t) = token {
+                    b = b.with_token(t);
+                }
+            }
+            None => b = b.with_skip_signature(true),
+        }
+    }
+    let s3 = b.build().map_err(|e| format!("data URL {url:?}: {e}"))?;
+    if u.prefix.is_empty() {
+        Ok(Arc::new(s3))
+    } else {
+        Ok(Arc::new(object_store::prefix::PrefixStore::new(
+            s3,
+            u.prefix.as_str(),
+        )))
+    }
 }
 
 impl Blobs {
@@ -102,9 +230,8 @@ impl Blobs {
         ))
     }
 
-    /// Every object of the volume, with its size: (ino, chunk, id, size).
-    /// A scan: only for gc and fsck.
-    pub fn list(&self) -> Result<Vec<(Ino, u64, ObjId, u64)>> {
+    /// Every object of the volume. A scan: only for gc and fsck.
+    pub fn list(&self) -> Result<Vec<Listed>> {
         let store = self.store.clone();
         let prefix = Path::from(self.volume.clone());
         let metas = self.run("list", async move {
@@ -129,7 +256,13 @@ impl Blobs {
                     session: u64::from_str_radix(s, 16).ok()?,
                     seq: u64::from_str_radix(q, 16).ok()?,
                 };
-                Some((Ino(ino), chunk, id, m.size))
+                Some(Listed {
+                    ino: Ino(ino),
+                    chunk,
+                    id,
+                    size: m.size,
+                    modified: m.last_modified,
+                })
             })();
             match parsed {
                 Some(p) => out.push(p),
@@ -219,7 +352,9 @@ impl Blobs {
         Ok(b)
     }
 
-    /// Deletes objects; ones already gone count as deleted.
+    /// Deletes objects with the store's bulk delete where it has one (S3's
+    /// DeleteObjects, up to 1,000 keys a request); ones already gone count
+    /// as deleted.
     pub fn delete_many(&self, paths: Vec<Path>) -> Result<()> {
         if paths.is_empty() {
             return Ok(());
@@ -227,22 +362,17 @@ impl Blobs {
         let n = paths.len() as u64;
         let store = self.store.clone();
         self.run("delete", async move {
-            let mut s = futures::stream::iter(paths)
-                .map(|p| {
-                    let store = store.clone();
-                    async move {
-                        match store.delete(&p).await {
-                            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                            Err(e) => Err(e),
-                        }
-                    }
-                })
-                .buffer_unordered(PARALLEL);
+            let locations = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
+            let mut s = store.delete_stream(locations);
             while let Some(r) = s.next().await {
-                r?;
+                match r {
+                    Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
             Ok(())
         })?;
+        Stats::inc(&self.stats.object_delete_batches);
         Stats::add(&self.stats.objects_deleted, n);
         Ok(())
     }
@@ -346,6 +476,31 @@ mod tests {
             c.get(id(4)).is_none(),
             "an object over the bound is not kept"
         );
+    }
+
+    #[test]
+    fn s3_urls_parse_or_say_what_is_wrong() {
+        let u = parse_s3_url("s3://bkt/a/b/?endpoint=http://127.0.0.1:8333&region=eu-1").unwrap();
+        assert_eq!(
+            u,
+            S3Url {
+                bucket: "bkt".into(),
+                prefix: "a/b".into(),
+                endpoint: Some("http://127.0.0.1:8333".into()),
+                region: Some("eu-1".into()),
+            }
+        );
+        assert_eq!(parse_s3_url("s3://bkt").unwrap().prefix, "");
+        assert!(parse_s3_url("s3:///x").unwrap_err().contains("no bucket"));
+        assert!(parse_s3_url("s3://b?endpoint=ftp://h")
+            .unwrap_err()
+            .contains("endpoint=http"));
+        assert!(parse_s3_url("s3://b?secret_access_key=x")
+            .unwrap_err()
+            .contains("never on the command line"));
+        assert!(open_store("gs://b")
+            .unwrap_err()
+            .contains("not one churnfs serves"));
     }
 
     #[test]

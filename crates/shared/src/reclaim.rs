@@ -249,6 +249,9 @@ impl SharedFs {
                 }) => self.free_chunks(ino, from, to, stamp)?,
                 Ok(Work::Objects { ino, chunk, objs }) => {
                     self.cache.forget(&objs);
+                    if let Some(d) = &self.disk {
+                        d.forget(&objs);
+                    }
                     let paths = objs
                         .iter()
                         .map(|o| self.blobs.path(ino, chunk, *o))

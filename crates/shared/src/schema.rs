@@ -26,7 +26,7 @@
 use churnfs_vfs::{EngineError, FileKind, Ino, Result, Timespec};
 
 /// Format version of a volume this build reads and writes.
-pub const VOLUME_VERSION: u32 = 1;
+pub const VOLUME_VERSION: u32 = 2;
 /// Magic at the start of the superblock.
 pub const MAGIC: &[u8; 8] = b"CHURNVOL";
 /// Bytes of file data one chunk key covers; objects never cross chunks.
@@ -401,16 +401,27 @@ pub struct Superblock {
     pub version: u32,
     pub uuid: [u8; 16],
     pub created: Timespec,
-    /// Where file data lives (`file:///…`, later `s3://…`).
+    /// Where file data lives (`s3://…`, `file:///…`).
     pub data_url: String,
+    /// Longest time from the start of an object's upload to the commit
+    /// that names it; a mount that would take longer uploads again. gc
+    /// removes only unnamed objects older than twice this.
+    pub upload_window_ms: u32,
 }
+
+/// The upload window of a volume unless mkfs is told otherwise.
+pub const UPLOAD_WINDOW_MS: u32 = 60_000;
+/// The shortest upload window mkfs accepts.
+pub const UPLOAD_WINDOW_MIN_MS: u32 = 1_000;
 
 pub fn encode_superblock(s: &Superblock) -> Vec<u8> {
     let mut w = W(Vec::with_capacity(64 + s.data_url.len()));
     w.0.extend_from_slice(MAGIC);
     w.u32(s.version);
     w.0.extend_from_slice(&s.uuid);
-    w.time(s.created).bytes(s.data_url.as_bytes());
+    w.time(s.created)
+        .bytes(s.data_url.as_bytes())
+        .u32(s.upload_window_ms);
     w.0
 }
 
@@ -434,7 +445,11 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock> {
     uuid.copy_from_slice(r.take(16)?);
     let created = r.time()?;
     let url = r.bytes(4096)?;
+    let upload_window_ms = r.u32()?;
     r.end()?;
+    if upload_window_ms < UPLOAD_WINDOW_MIN_MS {
+        return Err(corrupt("superblock's upload window is too short"));
+    }
     let data_url = String::from_utf8(url.to_vec())
         .map_err(|_| corrupt("superblock's data URL is not UTF-8"))?;
     Ok(Superblock {
@@ -442,6 +457,7 @@ pub fn decode_superblock(b: &[u8]) -> Result<Superblock> {
         uuid,
         created,
         data_url,
+        upload_window_ms,
     })
 }
 
@@ -1117,6 +1133,7 @@ mod tests {
             uuid: [7; 16],
             created: t(9),
             data_url: "file:///tmp/x".into(),
+            upload_window_ms: UPLOAD_WINDOW_MS,
         };
         assert_eq!(decode_superblock(&encode_superblock(&s)).unwrap(), s);
         let mut x = Xattrs::new();
@@ -1145,6 +1162,7 @@ mod tests {
             uuid: [0; 16],
             created: t(1),
             data_url: String::new(),
+            upload_window_ms: UPLOAD_WINDOW_MS,
         });
         sb[8] = 9;
         assert!(matches!(

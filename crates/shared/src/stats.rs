@@ -44,6 +44,7 @@ churnfs_vfs::counters! {
     delete_backlog,
     chunks_freed,
     objects_deleted,
+    object_delete_batches,
     // file data
     dirty_bytes,
     dirty_bytes_max,
@@ -58,7 +59,17 @@ churnfs_vfs::counters! {
     object_cache_bytes_max,
     object_cache_hits,
     object_cache_misses,
+    // the read cache on local disk (diskcache.rs)
+    disk_cache_bytes,
+    disk_cache_bytes_max,
+    disk_cache_entries,
+    disk_cache_entries_max,
+    disk_cache_hits,
+    disk_cache_misses,
+    disk_cache_evictions,
+    disk_cache_errors,
     chunk_compactions,
+    upload_window_retries,
     object_errors,
     corrupt_objects,
     // following other mounts' changes
