@@ -189,6 +189,19 @@ enum Cmd {
     },
     /// Runs workloads × targets and writes bench/results/<date>-<size>.md.
     Suite(suite::SuiteArgs),
+    /// Draws time series from a CSV of `series,x,y` lines as a PNG (log y).
+    PlotSeries {
+        #[arg(long)]
+        csv: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        title: String,
+        #[arg(long, default_value = "seconds")]
+        x: String,
+        #[arg(long)]
+        y: String,
+    },
 }
 
 fn finish(r: Result<util::Out, String>) -> ExitCode {
@@ -320,5 +333,18 @@ fn main() -> ExitCode {
             warm_secs,
         })),
         Cmd::Suite(args) => suite::main(args),
+        Cmd::PlotSeries {
+            csv,
+            out,
+            title,
+            x,
+            y,
+        } => match plot::series_csv(&csv, &out, &title, &x, &y) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("churnfs-bench: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }

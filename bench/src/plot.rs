@@ -179,6 +179,32 @@ fn lines(
     Ok(true)
 }
 
+/// A line chart (log y) of the series in a CSV of `series,x,y` lines (a
+/// first line that does not parse is a header).
+pub fn series_csv(csv: &Path, out: &Path, title: &str, x: &str, y: &str) -> Result<(), String> {
+    load_font()?;
+    let text = std::fs::read_to_string(csv).map_err(|err| format!("{}: {err}", csv.display()))?;
+    let mut series: Series = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        let (Some(name), Some(Ok(px)), Some(Ok(py))) = (
+            f.first(),
+            f.get(1).map(|v| v.trim().parse::<f64>()),
+            f.get(2).map(|v| v.trim().parse::<f64>()),
+        ) else {
+            continue;
+        };
+        match series.iter_mut().find(|(n, _)| n == name) {
+            Some((_, pts)) => pts.push((px, py)),
+            None => series.push((name.to_string(), vec![(px, py)])),
+        }
+    }
+    if !lines(out, title, x, y, &series, false)? {
+        return Err(format!("{}: no points to draw", csv.display()));
+    }
+    Ok(())
+}
+
 /// Grouped bars: one group per category, one bar per series; log y if `log_y`.
 fn bars(
     path: &Path,

@@ -147,3 +147,36 @@ fn chunk_records_held_open_are_dropped_when_the_inode_changes_under_them() {
     let report = c.fsck();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+/// A chunk that flushes left in many slices is rewritten as one object in
+/// the background; its bytes stay what they were.
+#[test]
+fn fragmented_chunks_are_compacted_in_the_background() {
+    use churnfs_vfs::Ino;
+    let c = Cluster::new(1, sim_config());
+    let m = &c.mounts[0];
+    let (attr, _) = m
+        .create(churnfs_tests::CTX, Ino::ROOT, b"f", 0o644)
+        .expect("create");
+    let ino = attr.ino;
+    let mut want = vec![0u8; 300_000];
+    for n in 0..20u8 {
+        let off = n as usize * 14_000 + 100;
+        let piece = vec![n + 1; 9_000];
+        m.write(ino, off as u64, &piece, false).expect("write");
+        m.flush(ino).expect("flush");
+        want[off..off + piece.len()].copy_from_slice(&piece);
+    }
+    want.truncate(19 * 14_000 + 100 + 9_000);
+    c.settle();
+    assert!(
+        c.stat(0, "background_compactions") >= 1,
+        "nothing compacted"
+    );
+    assert_eq!(m.read(ino, 0, want.len() as u32 + 10).expect("read"), want);
+    m.release(ino).expect("release");
+    c.settle();
+    let report = c.fsck();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.unreferenced_objects, 0, "old objects left behind");
+}

@@ -8,6 +8,7 @@
 #   s3-server.sh stop DIR    stops it by the PID in DIR/pid (SIGTERM; weed
 #                            can take 30 s to stop, SIGKILL after that)
 # Ports BASE..BASE+10 (the S3 port is BASE+6); BASE is $S3_BASE_PORT or 24810.
+# It holds at most S3_VOLUMES (default 100) volumes of 64 MiB.
 # Telemetry is off: nothing leaves 127.0.0.1.
 set -euo pipefail
 cmd=${1:?usage: s3-server.sh start|stop DIR}
@@ -19,7 +20,7 @@ start)
   mkdir -p "$dir/data"
   weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
     -master.port=$base -master.port.grpc=$((base + 1)) -master.telemetry=false \
-    -master.volumeSizeLimitMB=64 -volume.max=100 -master.garbageThreshold=0.1 \
+    -master.volumeSizeLimitMB=64 -volume.max="${S3_VOLUMES:-100}" -master.garbageThreshold=0.1 \
     -volume.port=$((base + 2)) -volume.port.grpc=$((base + 3)) \
     -filer -filer.port=$((base + 4)) -filer.port.grpc=$((base + 5)) \
     -s3 -s3.port=$((base + 6)) -s3.port.grpc=$((base + 7)) \

@@ -88,6 +88,7 @@ pub fn mount(
     if background {
         return spawn_background(&stats::mount_file(&mnt, "log"), &mnt, &u.to_string());
     }
+    bound_the_heap();
     let kv = connect(u, opts.shared.op_timeout)?;
     let mut cfg = opts.shared.clone();
     cfg.mountpoint = mnt.display().to_string();
@@ -175,6 +176,23 @@ pub fn gc(
         r.removed_bytes
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Makes freed file-data buffers go back to the system. A shared mount
+/// moves data in buffers of up to 4 MiB (an object) across many threads;
+/// with glibc's defaults a freed one raises the mmap threshold, later ones
+/// come from per-thread arenas, and those keep what is freed: a 10 GiB
+/// write grew the daemon to 363 MiB against 152 MiB of configured bounds.
+/// A fixed threshold (every buffer above 256 KiB is its own mapping,
+/// unmapped when freed) and few arenas keep the resident size at the
+/// bounds (bench/results/2026-11-28-shared-data-rss.md).
+fn bound_the_heap() {
+    // SAFETY: mallopt only sets allocator parameters; called before this
+    // process starts its threads.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+        libc::mallopt(libc::M_ARENA_MAX, 4);
+    }
 }
 
 pub fn fsck(u: &VolumeUrl, data: Option<&str>) -> Result<ExitCode> {

@@ -456,6 +456,9 @@ impl SharedFs {
                 changed_under = true;
             }
             for (c, chunk) in chunks {
+                if chunk.slices.len() > crate::reclaim::COMPACT_AT {
+                    self.compact_later(ino, c);
+                }
                 fd.chunks.insert(c, Some((chunk, rev)));
             }
             fd.base = Some((i.clone(), rev));
@@ -508,7 +511,8 @@ impl SharedFs {
         };
         chunk.stamp = i.dseq;
         if chunk.slices.len() + ps.len() > SLICES_MAX {
-            // Rewrite the chunk as one object.
+            // Rewrite the chunk as one object (the background compacts
+            // chunks before this, unless its queue was full).
             Stats::inc(&self.stats.chunk_compactions);
             let mut buf = self.chunk_bytes(ino, c, &chunk)?;
             for p in ps {
@@ -563,6 +567,32 @@ impl SharedFs {
         Ok(chunk)
     }
 
+    /// The chunk as one new object, in `t`: its old objects go to the
+    /// delete queue. Returns the record to write (same stamp).
+    pub(crate) fn rewrite_chunk(&self, t: &mut Tx, ino: Ino, c: u64, ch: &Chunk) -> Result<Chunk> {
+        let mut buf = self.chunk_bytes(ino, c, ch)?;
+        // Bytes no slice covers read as zeros: a zero tail (a hole to the
+        // chunk's end, left by a shrink) need not be stored.
+        let keep = buf.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+        buf.truncate(keep);
+        let dropped: Vec<ObjId> = ch.objects().iter().map(|o| o.id).collect();
+        self.queue_objects(t, ino, c, dropped)?;
+        let mut fresh = Chunk {
+            stamp: ch.stamp,
+            ..Chunk::default()
+        };
+        if !buf.is_empty() {
+            let r = self.upload(ino, c, Bytes::from(buf))?;
+            fresh.slices.push(Slice {
+                off: 0,
+                len: r.size,
+                obj: Some(r),
+                obj_off: 0,
+            });
+        }
+        Ok(fresh)
+    }
+
     /// Uploads one object.
     fn upload(&self, ino: Ino, c: u64, b: Bytes) -> Result<ObjRef> {
         crate::fs::note_upload(std::time::Instant::now());
@@ -608,11 +638,7 @@ impl SharedFs {
             self.cache.put(r.id, b.clone());
             return Ok(b);
         }
-        let b = self.blobs.get(ino, c, r).inspect_err(|e| {
-            if let EngineError::Corrupt { .. } = e {
-                tracing::error!("{ino}: {e}");
-            }
-        })?;
+        let b = self.blobs.get(ino, c, r)?;
         self.cache.put(r.id, b.clone());
         if let Some(d) = &self.disk {
             d.put(r.id, &b);
@@ -681,6 +707,33 @@ impl SharedFs {
             Some(s) => guard.insert(lock(&s.inner)),
             None => &mut own,
         };
+        let open_here = st.is_some();
+        match self.read_in(ino, fd, off, len, open_here) {
+            Err(EngineError::Corrupt { .. }) => {
+                // A chunk record held here may name objects that a newer
+                // record replaced (another mount's overwrite or compaction)
+                // and the delete queue removed: read the records again,
+                // once. Only a fresh record naming a bad object is damage.
+                Stats::inc(&self.stats.stale_chunk_rereads);
+                fd.chunks.clear();
+                if fd.dirty.is_empty() {
+                    fd.base = None;
+                }
+                self.read_in(ino, fd, off, len, open_here)
+                    .inspect_err(|e| tracing::error!("{ino}: {e}"))
+            }
+            r => r,
+        }
+    }
+
+    fn read_in(
+        &self,
+        ino: Ino,
+        fd: &mut FileData,
+        off: u64,
+        len: u32,
+        open_here: bool,
+    ) -> Result<Vec<u8>> {
         self.load(ino, fd)?;
         let (i, _) = fd.base.clone().expect("loaded");
         let size = fd.size;
@@ -731,7 +784,7 @@ impl SharedFs {
                 )?;
             }
             // Chunk records are kept only while the file is open here.
-            if st.is_none() {
+            if !open_here {
                 fd.chunks.clear();
             }
         }

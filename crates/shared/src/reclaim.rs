@@ -38,6 +38,10 @@ const QUEUE_PAGE: usize = 16;
 #[derive(Default)]
 pub(crate) struct Background {
     pub(crate) frees: Mutex<VecDeque<Ino>>,
+    /// Chunks a flush left fragmented, to rewrite as one object (at most
+    /// `COMPACT_QUEUE_MAX`; past it a chunk waits for the flush that passes
+    /// `SLICES_MAX`, which rewrites it inline).
+    compact: Mutex<VecDeque<(Ino, u64)>>,
     /// Ended sessions to reclaim (at most `SESSIONS_MAX`).
     sessions: Mutex<VecDeque<u64>>,
     wake: (Mutex<bool>, Condvar),
@@ -45,6 +49,11 @@ pub(crate) struct Background {
 
 /// Ended sessions waiting to be reclaimed by this mount.
 const SESSIONS_MAX: usize = 4096;
+/// Fragmented chunks waiting for the background rewrite.
+const COMPACT_QUEUE_MAX: usize = 1024;
+/// A chunk with more slices than this after a flush is compacted in the
+/// background.
+pub(crate) const COMPACT_AT: usize = 8;
 
 impl Background {
     pub(crate) fn wake(&self) {
@@ -187,8 +196,11 @@ impl SharedFs {
                 for o in ch.objects() {
                     objs.push(self.blobs.path(ino, c, o.id));
                 }
-                self.cache
-                    .forget(&ch.objects().iter().map(|o| o.id).collect::<Vec<_>>());
+                let ids: Vec<_> = ch.objects().iter().map(|o| o.id).collect();
+                self.cache.forget(&ids);
+                if let Some(d) = &self.disk {
+                    d.forget(&ids);
+                }
                 t.rev(e.key.clone(), e.rev).del(e.key.clone());
             }
             let n = t.txn.ops.len() as u64;
@@ -374,6 +386,53 @@ impl SharedFs {
             .collect())
     }
 
+    /// Queues chunk `c` of `ino` for the background rewrite.
+    pub(crate) fn compact_later(&self, ino: Ino, c: u64) {
+        let mut q = lock(&self.bg.compact);
+        if q.contains(&(ino, c)) {
+            return;
+        }
+        if q.len() >= COMPACT_QUEUE_MAX {
+            Stats::inc(&self.stats.compactions_dropped);
+            return;
+        }
+        q.push_back((ino, c));
+        Stats::set(&self.stats.compactions_pending, q.len() as u64);
+        drop(q);
+        self.bg.wake();
+    }
+
+    /// Rewrites a fragmented chunk as one object: its record, conditioned
+    /// on the version read, names the new object and the old ones go to
+    /// the delete queue. Another writer in between wins; the chunk is then
+    /// left as that writer made it.
+    fn compact_chunk(&self, ino: Ino, c: u64) -> Result<()> {
+        let ik = self.keys.inode(ino);
+        let ck = self.keys.chunk(ino, c);
+        let (did, _) = self.transact(|_| {
+            let (got, _) = self.get_many(&[&ik, &ck])?;
+            let (Some(ie), Some(ce)) = (&got[0], &got[1]) else {
+                return Ok(Step::Done(false));
+            };
+            let i = schema::decode_inode(ino, &ie.value)?;
+            let ch = schema::decode_chunk(ino, &ce.value)?;
+            if ch.slices.len() <= 1 || i.garbage.is_some_and(|g| g.hides(c, ch.stamp)) {
+                return Ok(Step::Done(false));
+            }
+            let mut t = Tx::default();
+            let fresh = self.rewrite_chunk(&mut t, ino, c, &ch)?;
+            t.rev(ck.clone(), ce.rev)
+                .put(ck.clone(), schema::encode_chunk(ino, &fresh));
+            Ok(t.step(true))
+        })?;
+        if did {
+            Stats::inc(&self.stats.background_compactions);
+            // What this mount held of the chunk names the old objects.
+            self.forget_cached(ino);
+        }
+        Ok(())
+    }
+
     /// One round of background work; returns whether anything was done.
     pub fn background_round(&self) -> Result<bool> {
         let mut did = false;
@@ -398,6 +457,18 @@ impl SharedFs {
         let (me, _) = self.session.current()?;
         if self.drain_queue(me, QUEUE_PAGE)? > 0 {
             did = true;
+        }
+        let next = {
+            let mut q = lock(&self.bg.compact);
+            let n = q.pop_front();
+            Stats::set(&self.stats.compactions_pending, q.len() as u64);
+            n
+        };
+        if let Some((ino, c)) = next {
+            did = true;
+            if let Err(e) = self.compact_chunk(ino, c) {
+                tracing::debug!("{ino}: chunk {c} not compacted: {e}");
+            }
         }
         let next = lock(&self.bg.sessions).pop_front();
         if let Some(s) = next {

@@ -69,9 +69,13 @@ churnfs_vfs::counters! {
     disk_cache_evictions,
     disk_cache_errors,
     chunk_compactions,
+    background_compactions,
+    compactions_pending,
+    compactions_dropped,
     upload_window_retries,
     object_errors,
     corrupt_objects,
+    stale_chunk_rereads,
     // following other mounts' changes
     watch_events,
     watch_foreign,
