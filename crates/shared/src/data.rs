@@ -356,7 +356,6 @@ impl SharedFs {
         for p in all {
             by_chunk.entry(p.chunk).or_default().push(p);
         }
-        self.upload_all(ino, &by_chunk, dirty_end, &mut uploaded)?;
         let groups: Vec<Vec<u64>> = by_chunk
             .keys()
             .copied()
@@ -482,41 +481,6 @@ impl SharedFs {
                 k.page_rev = None;
             }
         });
-        Ok(())
-    }
-
-    /// Uploads every piece of a flush at once (the store takes several
-    /// requests in parallel; one at a time, a large write went at one
-    /// round trip per 4 MiB), before the commits that name them, which
-    /// find them in `uploaded`. Not for data that may stay inline.
-    fn upload_all(
-        &self,
-        ino: Ino,
-        by_chunk: &BTreeMap<u64, Vec<Piece>>,
-        dirty_end: u64,
-        uploaded: &mut Uploaded,
-    ) -> Result<()> {
-        let n: usize = by_chunk.values().map(Vec::len).sum();
-        if n < 2 || dirty_end <= INLINE_MAX {
-            return Ok(());
-        }
-        let started = std::time::Instant::now();
-        let mut batch = Vec::with_capacity(n);
-        let mut done = Vec::with_capacity(n);
-        for p in by_chunk.values().flatten() {
-            let r = ObjRef {
-                id: self.new_obj_id()?,
-                size: p.bytes.len() as u32,
-                sum: xxhash_rust::xxh3::xxh3_64(&p.bytes),
-            };
-            batch.push((self.blobs.path(ino, p.chunk, r.id), p.bytes.clone()));
-            done.push(((p.chunk, p.off, p.bytes.len() as u32), r, p.bytes.clone()));
-        }
-        self.blobs.put_many(batch)?;
-        for (k, r, b) in done {
-            self.cache.put(r.id, b);
-            uploaded.insert(k, (r, started));
-        }
         Ok(())
     }
 

@@ -80,7 +80,7 @@ impl Default for SharedConfig {
             session_ttl: Duration::from_secs(10),
             op_timeout: Duration::from_secs(20),
             dirty_bytes_max: 64 << 20,
-            file_flush_bytes: 4 * schema::CHUNK_SIZE,
+            file_flush_bytes: schema::CHUNK_SIZE,
             object_cache_bytes: 64 << 20,
             cache_dir: None,
             disk_cache_bytes: 1 << 30,
