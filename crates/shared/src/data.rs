@@ -534,12 +534,7 @@ impl SharedFs {
             }
             let r = self.upload(ino, c, Bytes::from(buf))?;
             self.queue_objects(t, ino, c, dropped)?;
-            chunk.slices = vec![Slice {
-                off: 0,
-                len: r.size,
-                obj: Some(r),
-                obj_off: 0,
-            }];
+            chunk.slices = vec![Slice::object_at(0, r)];
         } else {
             for p in ps {
                 let k = (c, p.off, p.bytes.len() as u32);
@@ -555,12 +550,7 @@ impl SharedFs {
                         r
                     }
                 };
-                chunk.slices.push(Slice {
-                    off: p.off,
-                    len: r.size,
-                    obj: Some(r),
-                    obj_off: 0,
-                });
+                chunk.slices.push(Slice::object_at(p.off, r));
             }
         }
         t.put(key, schema::encode_chunk(ino, &chunk));
@@ -583,12 +573,7 @@ impl SharedFs {
         };
         if !buf.is_empty() {
             let r = self.upload(ino, c, Bytes::from(buf))?;
-            fresh.slices.push(Slice {
-                off: 0,
-                len: r.size,
-                obj: Some(r),
-                obj_off: 0,
-            });
+            fresh.slices.push(Slice::object_at(0, r));
         }
         Ok(fresh)
     }
@@ -1024,12 +1009,7 @@ impl SharedFs {
             ch.slices.clear();
             if !buf.is_empty() {
                 let r = self.upload(ino, c, Bytes::from(buf))?;
-                ch.slices.push(Slice {
-                    off: 0,
-                    len: r.size,
-                    obj: Some(r),
-                    obj_off: 0,
-                });
+                ch.slices.push(Slice::object_at(0, r));
             }
         } else {
             ch.slices.push(Slice {

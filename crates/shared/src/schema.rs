@@ -806,6 +806,18 @@ pub struct Slice {
     pub obj_off: u32,
 }
 
+impl Slice {
+    /// A whole object placed at `off` of its chunk.
+    pub fn object_at(off: u32, r: ObjRef) -> Slice {
+        Slice {
+            off,
+            len: r.size,
+            obj: Some(r),
+            obj_off: 0,
+        }
+    }
+}
+
 /// An object as a slice names it: its id, its whole length and checksum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ObjRef {
