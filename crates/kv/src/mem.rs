@@ -3,7 +3,8 @@
 //! only the test moves, and injects faults on demand: commits that fail as
 //! if conflicting, an outage (every call `Unavailable`), commits applied
 //! but answered `Unavailable` (the ambiguous case a real network gives),
-//! and lease expiries.
+//! and lease expiries; and it runs a test's step between a read and what
+//! the reader does next (`after_read`), to interleave two mounts exactly.
 //!
 //! Bound: the change history kept for watches holds at most `HISTORY_MAX`
 //! events; a watch from before that answers `Compacted`, as etcd does
@@ -67,10 +68,14 @@ struct Inner {
     commits: u64,
 }
 
+/// A step to run right after a read of a given key has been answered.
+type AfterRead = (Vec<u8>, Box<dyn FnOnce() + Send>);
+
 /// An in-memory `MetaKv`.
 #[derive(Clone, Default)]
 pub struct MemKv {
     inner: Arc<Mutex<Inner>>,
+    after_read: Arc<Mutex<Option<AfterRead>>>,
 }
 
 /// Whether `key` lies in `[start, end)`; an `end` of "\0" is unbounded.
@@ -85,6 +90,13 @@ impl MemKv {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `step` once, after the next `get_many` that reads `key` has
+    /// read it and before it returns (the engine is not locked then: the
+    /// step may use it).
+    pub fn after_read(&self, key: Vec<u8>, step: impl FnOnce() + Send + 'static) {
+        *self.after_read.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, Box::new(step)));
     }
 
     /// Changes the faults to inject.
@@ -257,7 +269,22 @@ impl MetaKv for MemKv {
                 })
             })
             .collect();
-        Ok((out, g.rev))
+        let rev = g.rev;
+        drop(g);
+        let step = {
+            let mut a = self.after_read.lock().unwrap_or_else(|p| p.into_inner());
+            match a.take() {
+                Some((k, f)) if keys.contains(&k.as_slice()) => Some(f),
+                other => {
+                    *a = other;
+                    None
+                }
+            }
+        };
+        if let Some(f) = step {
+            f();
+        }
+        Ok((out, rev))
     }
 
     fn scan(&self, start: &[u8], end: &[u8], limit: usize) -> Result<(Vec<Entry>, Rev)> {

@@ -117,12 +117,16 @@ fn insert_extent(dirty: &mut BTreeMap<u64, Vec<u8>>, off: u64, data: &[u8]) -> u
     grew
 }
 
-/// A piece of dirty data inside one chunk.
+/// A piece of data to commit inside one chunk.
 #[derive(Clone)]
 struct Piece {
     chunk: u64,
     off: u32,
     bytes: Bytes,
+    /// Dirty data, fixed for the whole flush: an object an earlier attempt
+    /// uploaded for the same (chunk, offset, length) holds these bytes.
+    /// Not so for the bytes of an inline record, read again each attempt.
+    reusable: bool,
 }
 
 /// Cuts extents at chunk boundaries.
@@ -139,6 +143,7 @@ fn pieces(extents: &[(u64, Bytes)]) -> Vec<Piece> {
                 chunk,
                 off: in_chunk as u32,
                 bytes: b.slice(at..at + n),
+                reusable: true,
             });
             at += n;
         }
@@ -400,6 +405,7 @@ impl SharedFs {
                                 chunk: 0,
                                 off: 0,
                                 bytes: Bytes::from(std::mem::take(&mut i.extra)),
+                                reusable: false,
                             });
                         }
                         i.inline = false;
@@ -538,17 +544,17 @@ impl SharedFs {
         } else {
             for p in ps {
                 let k = (c, p.off, p.bytes.len() as u32);
-                let r = match uploaded.get(&k) {
-                    Some((r, at)) => {
-                        crate::fs::note_upload(*at);
-                        *r
-                    }
-                    None => {
-                        let at = std::time::Instant::now();
-                        let r = self.upload(ino, c, p.bytes.clone())?;
-                        uploaded.insert(k, (r, at));
-                        r
-                    }
+                let r = if !p.reusable {
+                    // An earlier attempt's object of it is gc's to collect.
+                    self.upload(ino, c, p.bytes.clone())?
+                } else if let Some((r, at)) = uploaded.get(&k) {
+                    crate::fs::note_upload(*at);
+                    *r
+                } else {
+                    let at = std::time::Instant::now();
+                    let r = self.upload(ino, c, p.bytes.clone())?;
+                    uploaded.insert(k, (r, at));
+                    r
                 };
                 chunk.slices.push(Slice::object_at(p.off, r));
             }

@@ -602,12 +602,22 @@ impl SharedFs {
         self.check_running()?;
         let deadline = Instant::now() + self.cfg.op_timeout;
         let mut pause = Duration::from_millis(1);
+        let mut reread = false;
         for n in 0u32.. {
             take_oldest_upload();
             let step = match attempt(n) {
                 Ok(s) => s,
                 Err(e) if is_unavailable(&e) && Instant::now() < deadline => {
                     std::thread::sleep(pause.max(Duration::from_millis(20)));
+                    continue;
+                }
+                Err(EngineError::Corrupt { .. }) if !reread => {
+                    // A record this attempt read may have been replaced
+                    // since, and the objects it named deleted (a compaction
+                    // or an overwrite on any mount): run the attempt again
+                    // on fresh records, once. Only then is it damage.
+                    reread = true;
+                    Stats::inc(&self.stats.stale_chunk_rereads);
                     continue;
                 }
                 Err(e) => return Err(e),
