@@ -152,6 +152,11 @@ impl S3Server {
         curl(&["-X", "PUT", "--data-binary", "@-", &url], Some(bytes)).expect("put object");
     }
 
+    pub fn get(&self, key: &str) -> Vec<u8> {
+        let url = format!("{}/{BUCKET}/{key}", self.endpoint());
+        curl(&[&url], None).expect("get object")
+    }
+
     /// Stops the server answering (SIGSTOP), as an unreachable store.
     pub fn pause(&mut self) {
         self.signal(libc::SIGSTOP);

@@ -361,6 +361,7 @@ impl SharedFs {
         for p in all {
             by_chunk.entry(p.chunk).or_default().push(p);
         }
+        self.upload_all(ino, &by_chunk, dirty_end, &mut uploaded)?;
         let groups: Vec<Vec<u64>> = by_chunk
             .keys()
             .copied()
@@ -490,6 +491,41 @@ impl SharedFs {
         Ok(())
     }
 
+    /// Uploads every piece of a flush at once (the store takes several
+    /// requests in parallel; one at a time, a large write went at one
+    /// round trip per 4 MiB), before the commits that name them, which
+    /// find them in `uploaded`. Not for data that may stay inline.
+    fn upload_all(
+        &self,
+        ino: Ino,
+        by_chunk: &BTreeMap<u64, Vec<Piece>>,
+        dirty_end: u64,
+        uploaded: &mut Uploaded,
+    ) -> Result<()> {
+        let n: usize = by_chunk.values().map(Vec::len).sum();
+        if n < 2 || dirty_end <= INLINE_MAX {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let mut batch = Vec::with_capacity(n);
+        let mut done = Vec::with_capacity(n);
+        for p in by_chunk.values().flatten() {
+            let r = ObjRef {
+                id: self.new_obj_id()?,
+                size: p.bytes.len() as u32,
+                sum: xxhash_rust::xxh3::xxh3_64(&p.bytes),
+            };
+            batch.push((self.blobs.path(ino, p.chunk, r.id), p.bytes.clone()));
+            done.push(((p.chunk, p.off, p.bytes.len() as u32), r, p.bytes.clone()));
+        }
+        self.blobs.put_many(batch)?;
+        for (k, r, b) in done {
+            self.cache.put(r.id, b);
+            uploaded.insert(k, (r, started));
+        }
+        Ok(())
+    }
+
     /// Adds `ps` to chunk `c` (its record as read: `old`) in `t`, uploading
     /// each piece as an object (or the whole chunk as one, past
     /// `SLICES_MAX`). Returns the chunk's new record.
@@ -597,6 +633,20 @@ impl SharedFs {
         self.cache.put(id, b.clone());
         self.blobs.put_many(vec![(path, b)])?;
         Ok(r)
+    }
+
+    /// Deletes an object this mount uploaded and no record names (its
+    /// commit failed its conditions, so applied nothing). Best effort: what
+    /// it cannot delete, gc collects.
+    pub(crate) fn discard_unnamed(&self, ino: Ino, c: u64, id: ObjId) {
+        self.cache.forget(&[id]);
+        if let Some(d) = &self.disk {
+            d.forget(&[id]);
+        }
+        match self.blobs.delete_many(vec![self.blobs.path(ino, c, id)]) {
+            Ok(()) => Stats::inc(&self.stats.objects_discarded),
+            Err(e) => tracing::debug!("an unnamed object stays for gc: {e}"),
+        }
     }
 
     /// Queues objects of a chunk that no record names any more.

@@ -69,6 +69,10 @@ pub struct SharedConfig {
     pub frees_queued_max: usize,
     /// Where this mount is (shown in the session record).
     pub mountpoint: String,
+    /// How long a chunk queued for compaction must go without a flush into
+    /// it before the background rewrites it (a chunk still being written
+    /// would only make the rewrite lose to the writer, its upload wasted).
+    pub compact_quiet: Duration,
     /// Run the background threads (session renewal, watch, reclaim). Off
     /// only in simulation, which drives them step by step.
     pub background: bool,
@@ -80,10 +84,11 @@ impl Default for SharedConfig {
             session_ttl: Duration::from_secs(10),
             op_timeout: Duration::from_secs(20),
             dirty_bytes_max: 64 << 20,
-            file_flush_bytes: schema::CHUNK_SIZE,
+            file_flush_bytes: 4 * schema::CHUNK_SIZE,
             object_cache_bytes: 64 << 20,
             cache_dir: None,
             disk_cache_bytes: 1 << 30,
+            compact_quiet: Duration::from_secs(1),
             attr_cache: Duration::from_secs(1),
             icache_entries_max: 65_536,
             ino_batch: 1024,

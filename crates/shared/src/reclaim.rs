@@ -20,7 +20,7 @@
 //!   listing `G` (one key per session not yet reclaimed).
 
 use crate::fs::{lock, SharedFs, Step, Tx};
-use crate::schema::{self, Key, Work};
+use crate::schema::{self, Key, ObjId, Work};
 use crate::stats::Stats;
 use churnfs_vfs::{EngineError, Ino, Result};
 use std::collections::VecDeque;
@@ -38,10 +38,11 @@ const QUEUE_PAGE: usize = 16;
 #[derive(Default)]
 pub(crate) struct Background {
     pub(crate) frees: Mutex<VecDeque<Ino>>,
-    /// Chunks a flush left fragmented, to rewrite as one object (at most
-    /// `COMPACT_QUEUE_MAX`; past it a chunk waits for the flush that passes
-    /// `SLICES_MAX`, which rewrites it inline).
-    compact: Mutex<VecDeque<(Ino, u64)>>,
+    /// Chunks a flush left fragmented, to rewrite as one object once no
+    /// flush has gone into them for `compact_quiet`, with when the last one
+    /// did (at most `COMPACT_QUEUE_MAX`; past it a chunk waits for the
+    /// flush that passes `SLICES_MAX`, which rewrites it inline).
+    compact: Mutex<VecDeque<(Ino, u64, Instant)>>,
     /// Ended sessions to reclaim (at most `SESSIONS_MAX`).
     sessions: Mutex<VecDeque<u64>>,
     wake: (Mutex<bool>, Condvar),
@@ -389,14 +390,15 @@ impl SharedFs {
     /// Queues chunk `c` of `ino` for the background rewrite.
     pub(crate) fn compact_later(&self, ino: Ino, c: u64) {
         let mut q = lock(&self.bg.compact);
-        if q.contains(&(ino, c)) {
+        if let Some(e) = q.iter_mut().find(|e| (e.0, e.1) == (ino, c)) {
+            e.2 = Instant::now();
             return;
         }
         if q.len() >= COMPACT_QUEUE_MAX {
             Stats::inc(&self.stats.compactions_dropped);
             return;
         }
-        q.push_back((ino, c));
+        q.push_back((ino, c, Instant::now()));
         Stats::set(&self.stats.compactions_pending, q.len() as u64);
         drop(q);
         self.bg.wake();
@@ -409,7 +411,21 @@ impl SharedFs {
     fn compact_chunk(&self, ino: Ino, c: u64) -> Result<()> {
         let ik = self.keys.inode(ino);
         let ck = self.keys.chunk(ino, c);
-        let (did, _) = self.transact(|_| {
+        // The object an attempt wrote, if its commit then failed: no
+        // record names it (a commit that failed its conditions applied
+        // nothing), so it goes now rather than wait for gc.
+        let mut written: Option<ObjId> = None;
+        let (did, _) = self.transact(|n| {
+            if let Some(id) = written.take() {
+                self.discard_unnamed(ino, c, id);
+            }
+            if n > 0 {
+                // Lost to a write into the chunk (or met a replaced
+                // object): the writer queues the chunk again if it stays
+                // fragmented. A hot chunk is not rewritten over and over.
+                Stats::inc(&self.stats.compactions_conflicted);
+                return Ok(Step::Done(false));
+            }
             let (got, _) = self.get_many(&[&ik, &ck])?;
             let (Some(ie), Some(ce)) = (&got[0], &got[1]) else {
                 return Ok(Step::Done(false));
@@ -421,6 +437,7 @@ impl SharedFs {
             }
             let mut t = Tx::default();
             let fresh = self.rewrite_chunk(&mut t, ino, c, &ch)?;
+            written = fresh.objects().first().map(|o| o.id);
             t.rev(ck.clone(), ce.rev)
                 .put(ck.clone(), schema::encode_chunk(ino, &fresh));
             Ok(t.step(true))
@@ -460,11 +477,15 @@ impl SharedFs {
         }
         let next = {
             let mut q = lock(&self.bg.compact);
-            let n = q.pop_front();
+            let quiet = self.cfg.compact_quiet;
+            let n = q
+                .iter()
+                .position(|e| e.2.elapsed() >= quiet)
+                .and_then(|at| q.remove(at));
             Stats::set(&self.stats.compactions_pending, q.len() as u64);
             n
         };
-        if let Some((ino, c)) = next {
+        if let Some((ino, c, _)) = next {
             did = true;
             if let Err(e) = self.compact_chunk(ino, c) {
                 tracing::debug!("{ino}: chunk {c} not compacted: {e}");

@@ -72,6 +72,8 @@ churnfs_vfs::counters! {
     background_compactions,
     compactions_pending,
     compactions_dropped,
+    compactions_conflicted,
+    objects_discarded,
     upload_window_retries,
     object_errors,
     corrupt_objects,
