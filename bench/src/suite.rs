@@ -53,6 +53,8 @@ pub struct SuiteArgs {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Kind {
     Churnfs,
+    /// churnfs in shared mode (etcd + S3).
+    Shared,
     Kernel,
     Fuse,
     Floor,
@@ -71,6 +73,9 @@ pub const TARGETS: &[(&str, Kind)] = &[
     ("passthrough_ll-xattr", Kind::Fuse),
     ("fuse2fs", Kind::Fuse),
     ("juicefs", Kind::Fuse),
+    ("churnfs-shared", Kind::Shared),
+    ("juicefs-etcd", Kind::Fuse),
+    ("seaweedfs", Kind::Fuse),
     ("floor", Kind::Floor),
     ("floor-spin", Kind::Floor),
     ("floor-uring", Kind::Floor),
@@ -91,6 +96,9 @@ pub fn static_skip(workload: &str, target: &str) -> Option<&'static str> {
             Some("the floor server answers lookups only: it exists as the W7 baseline")
         }
         (Kind::Kernel, "w1crash") => Some("a kernel filesystem has no daemon to kill"),
+        (Kind::Shared, "w1crash") => Some(
+            "not measured yet: a killed shared mount's files are reclaimed by another mount once its lease ends",
+        ),
         (Kind::Fuse, "w1crash") => {
             Some("not measured: reclaim after a crash is read from churnfs's own counters")
         }

