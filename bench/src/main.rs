@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use workloads::{w1, w2, w3, w4, w5, w6, w7};
+use workloads::{w1, w2, w3, w4, w5, w6, w7, w8};
 
 #[derive(Parser)]
 #[command(name = "churnfs-bench", version, about)]
@@ -171,6 +171,20 @@ enum Cmd {
         #[arg(long, default_value_t = 2.0)]
         secs: f64,
     },
+    /// W8 spool across two mounts of one namespace: files created in DIR
+    /// are consumed (read, unlinked) through OTHER.
+    W8 {
+        #[arg(long)]
+        dir: PathBuf,
+        /// DIR as the second mount sees it.
+        #[arg(long)]
+        other: PathBuf,
+        #[arg(long)]
+        files: u64,
+        /// The producer stops creating after this many seconds.
+        #[arg(long, default_value_t = 60.0)]
+        max_secs: f64,
+    },
     /// W7's first misses in DIR and in AGAINST (the floor's mount) in
     /// alternating slices: their ratio pair by pair.
     W7Pair {
@@ -319,6 +333,17 @@ fn main() -> ExitCode {
             max_secs,
         })),
         Cmd::W7 { dir, secs } => finish(w7::run(w7::Args { dir, secs })),
+        Cmd::W8 {
+            dir,
+            other,
+            files,
+            max_secs,
+        } => finish(w8::run(w8::Args {
+            dir,
+            other,
+            files,
+            max_secs,
+        })),
         Cmd::W7Pair {
             dir,
             against,

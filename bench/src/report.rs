@@ -87,6 +87,7 @@ pub fn short_title(w: &str) -> &'static str {
         "w5" => "W5",
         "w6" => "W6",
         "w7" => "W7",
+        "w8" => "W8",
         _ => "?",
     }
 }
@@ -102,6 +103,7 @@ pub fn title(w: &str) -> &'static str {
         "w5" => "W5 writeback mix",
         "w6" => "W6 directory after churn",
         "w7" => "W7 FUSE floor (stat)",
+        "w8" => "W8 spool across two mounts (create on one, read and unlink on the other)",
         _ => "unknown workload",
     }
 }
@@ -216,6 +218,13 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("churned_stat_ms", "stat all, churned ms", Low),
             col("fresh_stat_ms", "stat all, fresh ms", Low),
             col("churn_per_s", "churn cycles/s", High),
+        ],
+        "w8" => vec![
+            col("files_per_s", "files/s through the spool", High),
+            col("visible_p50_ms", "create to visible, median ms", Low),
+            col("visible_p99_ms", "create to visible, p99 ms", Low),
+            col("lost", "files lost", Low),
+            col("duplicated", "files read again after unlink", Low),
         ],
         "w7" => vec![
             col("missing_per_s", "stat missing /s", High),
@@ -442,6 +451,7 @@ pub fn summary_line(w: &str, kv: &[(String, String)]) -> String {
         "w5" => &["total_s", "fsync_p99_ms"],
         "w6" => &["stat_ratio", "remount_stat_ratio"],
         "w7" => &["missing_per_s", "existing_per_s"],
+        "w8" => &["files_per_s", "visible_p99_ms", "lost", "duplicated"],
         _ => &[],
     };
     let mut parts = Vec::new();

@@ -3,7 +3,9 @@
 //! W2 at 10M iterations).
 
 /// Every workload the suite knows, in report order.
-pub const WORKLOADS: &[&str] = &["w1", "w1crash", "w2", "w2b", "w3", "w4", "w5", "w6", "w7"];
+pub const WORKLOADS: &[&str] = &[
+    "w1", "w1crash", "w2", "w2b", "w3", "w4", "w5", "w6", "w7", "w8",
+];
 
 #[derive(Clone, Debug)]
 pub struct Size {
@@ -25,6 +27,8 @@ pub struct Size {
     /// Live files, churn cycles.
     pub w6: (u64, u64),
     pub w7_secs: f64,
+    /// W8: files the producer creates (it stops at `max_secs`).
+    pub w8_files: u64,
     /// A workload run taking longer is killed and reported as timed out.
     pub timeout_secs: f64,
     /// Runs of W1, W2 and W6 (long), and of the others (short).
@@ -46,6 +50,7 @@ impl Size {
             w5: (50_000, 1024),
             w6: (10_000, 1_000_000),
             w7_secs: 5.0,
+            w8_files: 20_000,
             timeout_secs: 3600.0,
             long_runs: 1,
             short_runs: 3,
@@ -62,6 +67,7 @@ impl Size {
                 w5: (300, 8),
                 w6: (100, 1_000),
                 w7_secs: 0.3,
+                w8_files: 200,
                 timeout_secs: 120.0,
                 long_runs: 1,
                 short_runs: 1,
@@ -78,6 +84,7 @@ impl Size {
                 w5: (5_000, 256),
                 w6: (1_000, 10_000),
                 w7_secs: 1.0,
+                w8_files: 2_000,
                 timeout_secs: 600.0,
                 long_runs: 3,
                 short_runs: 3,
@@ -181,6 +188,16 @@ impl Size {
                 s(dir),
                 s("--secs"),
                 self.w7_secs.to_string(),
+            ],
+            // The suite adds `--other` (the second mount's directory).
+            "w8" => vec![
+                s("w8"),
+                s("--dir"),
+                s(dir),
+                s("--files"),
+                self.w8_files.to_string(),
+                s("--max-secs"),
+                self.max_secs.to_string(),
             ],
             other => panic!("unknown workload {other}"),
         };

@@ -55,6 +55,8 @@ pub enum Kind {
     Churnfs,
     /// churnfs in shared mode (etcd + S3).
     Shared,
+    /// Another filesystem whose namespace several mounts share.
+    SharedPeer,
     Kernel,
     Fuse,
     Floor,
@@ -74,8 +76,8 @@ pub const TARGETS: &[(&str, Kind)] = &[
     ("fuse2fs", Kind::Fuse),
     ("juicefs", Kind::Fuse),
     ("churnfs-shared", Kind::Shared),
-    ("juicefs-etcd", Kind::Fuse),
-    ("seaweedfs", Kind::Fuse),
+    ("juicefs-etcd", Kind::SharedPeer),
+    ("seaweedfs", Kind::SharedPeer),
     ("floor", Kind::Floor),
     ("floor-spin", Kind::Floor),
     ("floor-uring", Kind::Floor),
@@ -99,9 +101,11 @@ pub fn static_skip(workload: &str, target: &str) -> Option<&'static str> {
         (Kind::Shared, "w1crash") => Some(
             "not measured yet: a killed shared mount's files are reclaimed by another mount once its lease ends",
         ),
-        (Kind::Fuse, "w1crash") => {
+        (Kind::Fuse | Kind::SharedPeer, "w1crash") => {
             Some("not measured: reclaim after a crash is read from churnfs's own counters")
         }
+        (Kind::Shared | Kind::SharedPeer, _) => None,
+        (_, "w8") => Some("one machine's filesystem: W8 needs a second mount of one namespace"),
         _ => None,
     }
 }
@@ -393,6 +397,21 @@ fn step(
     };
     let dir_s = dir.display().to_string();
     let mut args = ctx.size.args(workload, &dir_s, rss_pid);
+    if workload == "w8" {
+        // The same namespace mounted a second time, at STATE/mnt2.
+        let m2 = script.run("mount2", &state);
+        if !m2.ok {
+            let _ = script.run("down", &state);
+            return (
+                Status::Failed(format!("second mount failed: {}", m2.last)),
+                Vec::new(),
+            );
+        }
+        let mnt2 = get(&m2.kv, "mnt2")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| state.join("mnt2"));
+        args.extend(["--other".into(), mnt2.join("bench").display().to_string()]);
+    }
     if workload == "w1crash" {
         args.extend([
             "--kill-cmd".into(),
@@ -424,6 +443,12 @@ fn step(
             }
         } else {
             status = Status::Failed(format!("remount failed: {}", re.last));
+        }
+    }
+    if workload == "w8" {
+        let um2 = script.run("umount2", &state);
+        if !um2.ok && status == Status::Ok {
+            status = Status::Failed(format!("second unmount failed: {}", um2.last));
         }
     }
     // Unmount, timed, then wait for the daemon to finish (a FUSE unmount

@@ -31,6 +31,15 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   umount) fuse_umount ;;
+  mount2)
+    mkdir -p "$MNT2"
+    # shellcheck disable=SC2086
+    out=$("$BIN" mount "$(volume)" "$MNT2" --background -o "cache_dir=$STATE/cache2" ${CHURNFS_MOUNT_OPTS:-}) ||
+      die "second churnfs mount failed: $out"
+    echo "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p' >"$STATE/pid2"
+    echo "mnt2=$MNT2"
+    ;;
+  umount2) second_down ;;
   remount)
     if mountpoint -q "$MNT"; then
       fuse_umount
@@ -40,6 +49,7 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   down)
+    second_down
     unmount_any "$MNT"
     stop_daemon
     services_down

@@ -41,6 +41,15 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   umount) fuse_umount ;;
+  mount2)
+    mkdir -p "$MNT2"
+    setsid juicefs mount --no-usage-report "$(meta)" "$MNT2" --cache-dir "$STATE/cache2" \
+      --backup-meta 0 --no-syslog >"$STATE/daemon2.log" 2>&1 </dev/null &
+    echo $! >"$STATE/pid2"
+    wait_mountpoint "$MNT2"
+    echo "mnt2=$MNT2"
+    ;;
+  umount2) second_down ;;
   remount)
     fuse_umount
     wait_daemon_gone 60 || die "daemon did not exit after unmount"
@@ -50,6 +59,7 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   down)
+    second_down
     unmount_any "$MNT"
     stop_daemon
     services_down

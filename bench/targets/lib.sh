@@ -8,6 +8,9 @@
 #   remount    unmount and mount the same filesystem again (W6)
 #   kill       kill the daemon with SIGKILL and detach the mount (W1 crash)
 #   reclaimed  exit 0 once orphaned files are reclaimed (W1 crash)
+#   mount2     (shared targets, W8) mount the same namespace again at
+#              STATE/mnt2; print mnt2=
+#   umount2    unmount the second mount and end its daemon
 #   down       tear everything down; safe after a failed up, run twice, or alone
 # Processes are ended only by the PID recorded in STATE/pid, and only while
 # that process's command line still names STATE.
@@ -16,6 +19,7 @@ set -euo pipefail
 ACTION=${1:?usage: $0 check|up|umount|remount|kill|reclaimed|down STATE}
 STATE=${2:?usage: $0 ACTION STATE}
 MNT=$STATE/mnt
+MNT2=$STATE/mnt2
 RAM=$STATE/ram
 NAME=$(basename "$0" .sh)
 IMG_SIZE=${BENCH_IMG_SIZE:-4G}
@@ -117,7 +121,37 @@ loop_up() {
   cat "$STATE/loopdev"
 }
 
+# Waits up to 30 s for $1 to be a mount point.
+wait_mountpoint() {
+  local i
+  for i in $(seq 1 600); do
+    mountpoint -q "$1" && return 0
+    sleep 0.05
+  done
+  die "$1 not mounted after 30 s"
+}
+
+# W8's second mount: unmounted, and its daemon (PID in STATE/pid2) given
+# 10 s to exit before SIGTERM, then SIGKILL.
+second_down() {
+  local pid i
+  unmount_any "$MNT2"
+  pid=$(cat "$STATE/pid2" 2>/dev/null || true)
+  for i in $(seq 1 200); do
+    ours "$pid" || return 0
+    grep -q '^State:.*Z' "/proc/$pid/status" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 200); do
+    ours "$pid" || return 0
+    sleep 0.05
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
 teardown() {
+  second_down
   unmount_any "$MNT"
   stop_daemon
   if [ -s "$STATE/loopdev" ]; then

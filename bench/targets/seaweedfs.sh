@@ -24,6 +24,15 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   umount) fuse_umount ;;
+  mount2)
+    mkdir -p "$MNT2" "$STATE/cache2"
+    setsid weed mount -filer="$FILER" -dir="$MNT2" -filer.path=/bench -cacheDir="$STATE/cache2" \
+      >"$STATE/daemon2.log" 2>&1 </dev/null &
+    echo $! >"$STATE/pid2"
+    wait_mountpoint "$MNT2"
+    echo "mnt2=$MNT2"
+    ;;
+  umount2) second_down ;;
   remount)
     fuse_umount
     wait_daemon_gone 60 || die "daemon did not exit after unmount"
@@ -32,6 +41,7 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   down)
+    second_down
     unmount_any "$MNT"
     stop_daemon
     services_down
