@@ -13,13 +13,8 @@ store() {
 }
 
 start() {
-  local out
   # shellcheck disable=SC2086
-  out=$("$BIN" mount "$(store)" "$MNT" --background ${CHURNFS_MOUNT_OPTS:-}) ||
-    die "churnfs mount failed: $out"
-  # "churnfs: mounted STORE at MNT (daemon pid N)"
-  echo "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p' >"$STATE/pid"
-  [ -s "$STATE/pid" ] || die "no daemon pid in: $out"
+  churnfs_background "$STATE/pid" "$(store)" "$MNT" ${CHURNFS_MOUNT_OPTS:-}
 }
 
 case "$ACTION" in

@@ -6,13 +6,11 @@ BIN=${CHURNFS_BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/churnfs-target}/release/chur
 
 volume() { echo "etcd://$(cat "$STATE/etcd.eps")/bench"; }
 
+# start [2]: the first mount, or W8's second.
 start() {
-  local out
   # shellcheck disable=SC2086
-  out=$("$BIN" mount "$(volume)" "$MNT" --background -o "cache_dir=$STATE/cache" ${CHURNFS_MOUNT_OPTS:-}) ||
-    die "churnfs mount failed: $out"
-  echo "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p' >"$STATE/pid"
-  [ -s "$STATE/pid" ] || die "no daemon pid in: $out"
+  churnfs_background "$STATE/pid${1:-}" "$(volume)" "$STATE/mnt${1:-}" \
+    -o "cache_dir=$STATE/cache${1:-}" ${CHURNFS_MOUNT_OPTS:-}
 }
 
 case "$ACTION" in
@@ -33,10 +31,7 @@ case "$ACTION" in
   umount) fuse_umount ;;
   mount2)
     mkdir -p "$MNT2"
-    # shellcheck disable=SC2086
-    out=$("$BIN" mount "$(volume)" "$MNT2" --background -o "cache_dir=$STATE/cache2" ${CHURNFS_MOUNT_OPTS:-}) ||
-      die "second churnfs mount failed: $out"
-    echo "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p' >"$STATE/pid2"
+    start 2
     echo "mnt2=$MNT2"
     ;;
   umount2) second_down ;;
@@ -48,12 +43,6 @@ case "$ACTION" in
     start
     echo "pid=$(daemon_pid)"
     ;;
-  down)
-    second_down
-    unmount_any "$MNT"
-    stop_daemon
-    services_down
-    teardown
-    ;;
+  down) shared_teardown ;;
   *) unknown_action ;;
 esac

@@ -7,16 +7,10 @@
 
 meta() { echo "etcd://$(cat "$STATE/etcd.eps")/jfs"; }
 
+# start [2]: the first mount, or W8's second.
 start() {
-  start_daemon juicefs mount --no-usage-report "$(meta)" "$MNT" \
-    --cache-dir "$STATE/cache" --backup-meta 0 --no-syslog
-}
-# `juicefs mount` in the foreground supervises a child that serves the mount:
-# the child's RSS is the daemon's (STATE/rss_pid).
-serving_child() {
-  local child
-  child=$(pgrep -P "$(daemon_pid)" | head -n 1 || true)
-  [ -z "$child" ] || echo "$child" >"$STATE/rss_pid"
+  start_daemon_as "${1:-}" juicefs mount --no-usage-report "$(meta)" "$STATE/mnt${1:-}" \
+    --cache-dir "$STATE/cache${1:-}" --backup-meta 0 --no-syslog
 }
 
 case "$ACTION" in
@@ -43,9 +37,7 @@ case "$ACTION" in
   umount) fuse_umount ;;
   mount2)
     mkdir -p "$MNT2"
-    setsid juicefs mount --no-usage-report "$(meta)" "$MNT2" --cache-dir "$STATE/cache2" \
-      --backup-meta 0 --no-syslog >"$STATE/daemon2.log" 2>&1 </dev/null &
-    echo $! >"$STATE/pid2"
+    start 2
     wait_mountpoint "$MNT2"
     echo "mnt2=$MNT2"
     ;;
@@ -58,12 +50,6 @@ case "$ACTION" in
     serving_child
     echo "pid=$(daemon_pid)"
     ;;
-  down)
-    second_down
-    unmount_any "$MNT"
-    stop_daemon
-    services_down
-    teardown
-    ;;
+  down) shared_teardown ;;
   *) unknown_action ;;
 esac

@@ -7,13 +7,6 @@ start() {
   start_daemon juicefs mount --no-usage-report "$META" "$MNT" \
     --cache-dir "$RAM/cache" --backup-meta 0 --no-syslog
 }
-# `juicefs mount` in the foreground supervises a child that serves the mount:
-# the child's RSS is the daemon's (STATE/rss_pid); the parent's exit ends it.
-serving_child() {
-  local child
-  child=$(pgrep -P "$(daemon_pid)" | head -n 1 || true)
-  [ -z "$child" ] || echo "$child" >"$STATE/rss_pid"
-}
 
 case "$ACTION" in
   check)

@@ -47,9 +47,33 @@ ours() {
 
 # Starts a FUSE daemon in the foreground, detached from the harness, and
 # records its PID (setsid execs in place: $! is the daemon).
-start_daemon() {
-  setsid "$@" >"$STATE/daemon.log" 2>&1 </dev/null &
-  echo $! >"$STATE/pid"
+start_daemon() { start_daemon_as "" "$@"; }
+
+# The same for mount N ("" the first, 2 the second of W8): its log in
+# STATE/daemonN.log, its PID in STATE/pidN.
+start_daemon_as() {
+  local n=$1
+  shift
+  setsid "$@" >"$STATE/daemon$n.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pid$n"
+}
+
+# Mounts churnfs with `$BIN mount ARGS... --background` and records the
+# daemon's PID (from "churnfs: mounted ... (daemon pid N)") in file $1.
+churnfs_background() {
+  local pidfile=$1 out
+  shift
+  out=$("$BIN" mount "$@" --background) || die "churnfs mount failed: $out"
+  echo "$out" | sed -n 's/.*daemon pid \([0-9]*\).*/\1/p' >"$pidfile"
+  [ -s "$pidfile" ] || die "no daemon pid in: $out"
+}
+
+# `juicefs mount` in the foreground supervises a child that serves the mount:
+# the child's RSS is the daemon's (STATE/rss_pid); the parent's exit ends it.
+serving_child() {
+  local child
+  child=$(pgrep -P "$(daemon_pid)" | head -n 1 || true)
+  [ -z "$child" ] || echo "$child" >"$STATE/rss_pid"
 }
 
 wait_mounted() {
@@ -191,6 +215,15 @@ services_up() {
   # it vacuums a volume.
   S3_VOLUMES=${BENCH_S3_VOLUMES:-400} S3_BASE_PORT=$S3_PORT "$SERVICES/s3-server.sh" start "$STATE/s3" \
     >"$STATE/s3.url" || die "the SeaweedFS server did not start (log in $STATE/s3)"
+}
+
+# down for the shared targets: both mounts, then the services, then STATE.
+shared_teardown() {
+  second_down
+  unmount_any "$MNT"
+  stop_daemon
+  services_down
+  teardown
 }
 
 services_down() {

@@ -4,9 +4,11 @@
 # on 127.0.0.1 (its metadata in the filer's default embedded store).
 . "$(dirname "$0")/lib.sh"
 
+# start [2]: the first mount, or W8's second.
 start() {
-  start_daemon weed mount -filer="$FILER" -dir="$MNT" -filer.path=/bench \
-    -cacheDir="$STATE/cache" -dirAutoCreate
+  mkdir -p "$STATE/cache${1:-}"
+  start_daemon_as "${1:-}" weed mount -filer="$FILER" -dir="$STATE/mnt${1:-}" -filer.path=/bench \
+    -cacheDir="$STATE/cache${1:-}" -dirAutoCreate
 }
 
 case "$ACTION" in
@@ -16,7 +18,7 @@ case "$ACTION" in
     echo "version=weed $(weed version 2>&1 | awk '{ print $3 }')"
     ;;
   up)
-    mkdir -p "$MNT" "$STATE/cache"
+    mkdir -p "$MNT"
     services_up
     start
     wait_mounted
@@ -25,10 +27,8 @@ case "$ACTION" in
     ;;
   umount) fuse_umount ;;
   mount2)
-    mkdir -p "$MNT2" "$STATE/cache2"
-    setsid weed mount -filer="$FILER" -dir="$MNT2" -filer.path=/bench -cacheDir="$STATE/cache2" \
-      >"$STATE/daemon2.log" 2>&1 </dev/null &
-    echo $! >"$STATE/pid2"
+    mkdir -p "$MNT2"
+    start 2
     wait_mountpoint "$MNT2"
     echo "mnt2=$MNT2"
     ;;
@@ -40,12 +40,6 @@ case "$ACTION" in
     wait_mounted
     echo "pid=$(daemon_pid)"
     ;;
-  down)
-    second_down
-    unmount_any "$MNT"
-    stop_daemon
-    services_down
-    teardown
-    ;;
+  down) shared_teardown ;;
   *) unknown_action ;;
 esac

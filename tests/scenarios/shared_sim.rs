@@ -107,20 +107,25 @@ fn mounts_of_one_volume_match_the_reference_model() {
     }
 }
 
+/// A new empty file "f" in the root, through mount `m`.
+fn new_file(m: &churnfs_shared::SharedFs) -> churnfs_vfs::Ino {
+    let (attr, _) = m
+        .create(churnfs_tests::CTX, churnfs_vfs::Ino::ROOT, b"f", 0o644)
+        .expect("create");
+    attr.ino
+}
+
 /// A chunk record an open file holds, read while a truncate's garbage range
 /// hid it, is not used once the background has freed that chunk and
 /// cleared the range (fsx on a 64 MiB file found it: a read named an object
 /// the delete queue had removed).
 #[test]
 fn chunk_records_held_open_are_dropped_when_the_inode_changes_under_them() {
-    use churnfs_vfs::{Ino, SetAttr};
+    use churnfs_vfs::SetAttr;
     const MB: u64 = 1 << 20;
     let c = Cluster::new(1, sim_config());
     let m = &c.mounts[0];
-    let (attr, _) = m
-        .create(churnfs_tests::CTX, Ino::ROOT, b"f", 0o644)
-        .expect("create");
-    let ino = attr.ino;
+    let ino = new_file(m);
     let size = |n: u64| SetAttr {
         size: Some(n),
         ..SetAttr::default()
@@ -153,13 +158,9 @@ fn chunk_records_held_open_are_dropped_when_the_inode_changes_under_them() {
 /// different objects (one flush once named the old bytes' object for both).
 #[test]
 fn a_file_leaving_inline_keeps_the_bytes_written_over_it() {
-    use churnfs_vfs::Ino;
     let c = Cluster::new(1, sim_config());
     let m = &c.mounts[0];
-    let (attr, _) = m
-        .create(churnfs_tests::CTX, Ino::ROOT, b"f", 0o644)
-        .expect("create");
-    let ino = attr.ino;
+    let ino = new_file(m);
     m.write(ino, 0, &[1u8; 1000], false).expect("write");
     m.flush(ino).expect("flush inline");
     m.write(ino, 0, &[2u8; 1000], false).expect("overwrite");
@@ -187,13 +188,9 @@ fn a_file_leaving_inline_keeps_the_bytes_written_over_it() {
 #[test]
 fn a_flush_racing_a_compaction_reads_the_chunk_again() {
     use churnfs_shared::schema::{Keys, SLICES_MAX};
-    use churnfs_vfs::Ino;
     let c = Cluster::new(2, sim_config());
     let (a, b) = (c.mounts[0].clone(), c.mounts[1].clone());
-    let (attr, _) = b
-        .create(churnfs_tests::CTX, Ino::ROOT, b"f", 0o644)
-        .expect("create");
-    let ino = attr.ino;
+    let ino = new_file(&b);
     let mut want = vec![0u8; 0];
     let mut put = |m: &churnfs_shared::SharedFs, off: usize, n: usize, v: u8| {
         m.write(ino, off as u64, &vec![v; n], false).expect("write");
@@ -238,13 +235,9 @@ fn a_flush_racing_a_compaction_reads_the_chunk_again() {
 /// the background; its bytes stay what they were.
 #[test]
 fn fragmented_chunks_are_compacted_in_the_background() {
-    use churnfs_vfs::Ino;
     let c = Cluster::new(1, sim_config());
     let m = &c.mounts[0];
-    let (attr, _) = m
-        .create(churnfs_tests::CTX, Ino::ROOT, b"f", 0o644)
-        .expect("create");
-    let ino = attr.ino;
+    let ino = new_file(m);
     let mut want = vec![0u8; 300_000];
     for n in 0..20u8 {
         let off = n as usize * 14_000 + 100;

@@ -131,13 +131,22 @@ impl SharedFs {
         if !self.cfg.group_commit {
             return self.commit_one(txn, deadline);
         }
+        let g = &self.group;
+        let mut q = lock(&g.queue);
+        if q.in_flight < LANES && q.waiting.is_empty() {
+            // A free lane and nobody waiting: out as it is.
+            q.in_flight += 1;
+            drop(q);
+            let r = self.commit_one(txn, deadline);
+            lock(&g.queue).in_flight -= 1;
+            g.done.notify_all();
+            return r;
+        }
         let me = Arc::new(Member {
             txn,
             deadline,
             outcome: Mutex::new(None),
         });
-        let g = &self.group;
-        let mut q = lock(&g.queue);
         q.waiting.push_back(me.clone());
         loop {
             if let Some(r) = lock(&me.outcome).take() {
