@@ -9,10 +9,15 @@
 #   delete  a tree of SMALL small files (1 KiB, in 100 directories) and
 #           LARGE large ones (LARGE_MIB MiB each) deleted with rm -rf: time
 #           until rm returns, then the delete backlog sampled until it has
-#           drained (its rate), foreground creates timed while it drains.
+#           drained (its rate), foreground creates timed while it drains;
+#   churn   W2 (create, write 100 bytes, close, unlink) ITERS times in one
+#           directory: its rate by tenths, the daemon's RSS after 100k
+#           cycles and at the end, and the engine's keys before and after
+#           (without the leased ones: the session's slots, delegations and
+#           recalls).
 # Writes bench/results/<date>-shared-data-<parts>.md with its PNG plots.
-# Usage: bench/shared-data.sh [rss] [delete]   (default: both)
-# BIG_GIB=10 SMALL=100000 LARGE=100 LARGE_MIB=8 override the sizes.
+# Usage: bench/shared-data.sh [rss] [delete] [churn]   (default: rss delete)
+# BIG_GIB=10 SMALL=100000 LARGE=100 LARGE_MIB=8 ITERS=1000000 override the sizes.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
@@ -23,6 +28,7 @@ BIG_GIB=${BIG_GIB:-10}
 SMALL=${SMALL:-100000}
 LARGE=${LARGE:-100}
 LARGE_MIB=${LARGE_MIB:-8}
+ITERS=${ITERS:-1000000}
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(rss delete)
 for b in "$BIN" "$BENCH"; do
@@ -164,6 +170,30 @@ if [[ " ${parts[*]} " == *" delete "* ]]; then
   "$BENCH" plot-series --csv "$csv_backlog" --out "$res/$date_tag-shared-data-backlog.png" \
     --title "churnfs shared mode: rm -rf of $((SMALL + LARGE)) files, from its start" --y "items" \
     || echo "shared-data: no backlog to plot" >&2
+fi
+
+if [[ " ${parts[*]} " == *" churn "* ]]; then
+  # The range's count (etcd leaves it out of the answer when it is 0).
+  count() {
+    local n
+    n=$(ETCDCTL_API=3 etcdctl --endpoints="${eps%%,*}" get --prefix "$1" --keys-only --limit=1 -w json |
+      sed -n 's/.*"count":\([0-9]*\).*/\1/p')
+    echo "${n:-0}"
+  }
+  keys() {
+    local p=churnfs/bench/
+    echo $(( $(count $p) - $(count ${p}L) - $(count ${p}Y) - $(count ${p}R) ))
+  }
+  mkdir -p "$mnt/spool"
+  sleep 1
+  k0=$(keys)
+  "$BENCH" w2 --dir "$mnt/spool" --iters "$ITERS" --pid "$daemon" > "$work/w2.out"
+  # The directory's last batch goes within delegate_flush_ms.
+  sleep 1
+  k1=$(keys)
+  kv() { awk -F= -v k="$1" '$1 == k { print $2 }' "$work/w2.out"; }
+  tenths=$(for i in $(seq 1 10); do printf '%s ' "$(calc "$(kv tenth$i)")"; done)
+  rows+=("| W2, $ITERS cycles in one directory | $(calc "$(kv rate)") cycles/s; last tenth / first $(kv last_over_first) (tenths: $tenths) | RSS after 100k cycles $(( $(kv rss_kb_warm) / 1024 )) MiB, at the end $(( $(kv rss_kb_after) / 1024 )) MiB; engine keys (without leased ones) $k0 before, $k1 after |")
 fi
 
 {

@@ -28,7 +28,22 @@ pub fn sim_config() -> SharedConfig {
         // The harness runs the background when it says: no waiting on the
         // clock for a chunk to go quiet.
         compact_quiet: Duration::ZERO,
+        delegation: false,
         ..SharedConfig::default()
+    }
+}
+
+/// The simulation's mounts with delegated directories: recalls answered
+/// within a millisecond, batches committed after a few, a recalled
+/// directory taken again soon, images small enough to outgrow.
+pub fn sim_config_delegated() -> SharedConfig {
+    SharedConfig {
+        delegation: true,
+        delegation_poll: Duration::from_millis(1),
+        delegation_flush: Duration::from_millis(3),
+        delegation_hold_off: Duration::from_millis(2),
+        delegation_keys_max: 512,
+        ..sim_config()
     }
 }
 
@@ -43,6 +58,9 @@ pub struct Cluster {
     pub faults_injected: u64,
     pub crashes: u64,
     pub fences: u64,
+    /// Remounts may crash (a delegated directory's last batch dies with
+    /// its mount, as the contract says: the model cannot follow that).
+    pub may_crash: bool,
 }
 
 fn unique_data_url() -> String {
@@ -68,6 +86,7 @@ impl Cluster {
             faults_injected: 0,
             crashes: 0,
             fences: 0,
+            may_crash: true,
         };
         for _ in 0..mounts {
             let m = c.mount();
@@ -223,7 +242,7 @@ impl Target for Cluster {
 
     fn remount(&mut self, rng: &mut Rng) -> Vec<usize> {
         let m = rng.below(self.mounts.len() as u64) as usize;
-        if rng.chance(50) {
+        if !self.may_crash || rng.chance(50) {
             self.mounts[m].shutdown().expect("unmount");
             let fresh = self.mount();
             self.mounts[m] = fresh;

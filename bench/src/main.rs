@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use workloads::{w1, w2, w3, w4, w5, w6, w7, w8};
+use workloads::{w1, w2, w3, w4, w5, w6, w7, w8, w9};
 
 #[derive(Parser)]
 #[command(name = "churnfs-bench", version, about)]
@@ -185,6 +185,24 @@ enum Cmd {
         #[arg(long, default_value_t = 60.0)]
         max_secs: f64,
     },
+    /// W9 tree delete: `rm -rf` of a tree of small files (and some large
+    /// ones) while W2 runs beside it.
+    W9 {
+        #[arg(long)]
+        dir: PathBuf,
+        /// Small files (1 KiB) in the tree.
+        #[arg(long)]
+        files: u64,
+        /// Directories they are spread over.
+        #[arg(long, default_value_t = 100)]
+        dirs: u64,
+        /// Large files (8 MiB).
+        #[arg(long, default_value_t = 0)]
+        large: u64,
+        /// Seconds of W2 alone before the delete.
+        #[arg(long, default_value_t = 3.0)]
+        w2_secs: f64,
+    },
     /// W7's first misses in DIR and in AGAINST (the floor's mount) in
     /// alternating slices: their ratio pair by pair.
     W7Pair {
@@ -343,6 +361,19 @@ fn main() -> ExitCode {
             other,
             files,
             max_secs,
+        })),
+        Cmd::W9 {
+            dir,
+            files,
+            dirs,
+            large,
+            w2_secs,
+        } => finish(w9::run(w9::Args {
+            dir,
+            files,
+            dirs,
+            large,
+            w2_secs,
         })),
         Cmd::W7Pair {
             dir,

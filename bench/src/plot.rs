@@ -457,6 +457,14 @@ pub fn all(dir: &Path, meta: &Meta, records: &[Record]) -> Result<Vec<(String, S
             true,
             "w7-stat.png",
         ),
+        (
+            "w9",
+            "W9 rm -rf of a tree of small files, W2 beside it",
+            "files removed per s (log)",
+            vec![("rm_files_per_s", "rm -rf")],
+            true,
+            "w9-rm.png",
+        ),
     ];
     for (w, title, ydesc, keys, log_y, file) in bar_specs {
         if !has(w) {

@@ -88,6 +88,7 @@ pub fn short_title(w: &str) -> &'static str {
         "w6" => "W6",
         "w7" => "W7",
         "w8" => "W8",
+        "w9" => "W9",
         _ => "?",
     }
 }
@@ -104,6 +105,7 @@ pub fn title(w: &str) -> &'static str {
         "w6" => "W6 directory after churn",
         "w7" => "W7 FUSE floor (stat)",
         "w8" => "W8 spool across two mounts (create on one, read and unlink on the other)",
+        "w9" => "W9 tree delete (rm -rf beside W2)",
         _ => "unknown workload",
     }
 }
@@ -225,6 +227,14 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("visible_p99_ms", "create to visible, p99 ms", Low),
             col("lost", "files lost", Low),
             col("duplicated", "files read again after unlink", Low),
+        ],
+        "w9" => vec![
+            col("rm_files_per_s", "rm -rf files/s", High),
+            col("rm_s", "rm -rf s", Low),
+            col("drain_s", "backlog drained s", Low),
+            col("w2_beside_ratio", "W2 beside / alone", High),
+            col("w2_alone", "W2 alone ops/s", High),
+            col("build_s", "tree built s", Low),
         ],
         "w7" => vec![
             col("missing_per_s", "stat missing /s", High),
@@ -452,6 +462,7 @@ pub fn summary_line(w: &str, kv: &[(String, String)]) -> String {
         "w6" => &["stat_ratio", "remount_stat_ratio"],
         "w7" => &["missing_per_s", "existing_per_s"],
         "w8" => &["files_per_s", "visible_p99_ms", "lost", "duplicated"],
+        "w9" => &["rm_s", "drain_s", "w2_beside_ratio"],
         _ => &[],
     };
     let mut parts = Vec::new();

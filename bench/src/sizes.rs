@@ -4,7 +4,7 @@
 
 /// Every workload the suite knows, in report order.
 pub const WORKLOADS: &[&str] = &[
-    "w1", "w1crash", "w2", "w2b", "w3", "w4", "w5", "w6", "w7", "w8",
+    "w1", "w1crash", "w2", "w2b", "w3", "w4", "w5", "w6", "w7", "w8", "w9",
 ];
 
 #[derive(Clone, Debug)]
@@ -29,6 +29,8 @@ pub struct Size {
     pub w7_secs: f64,
     /// W8: files the producer creates (it stops at `max_secs`).
     pub w8_files: u64,
+    /// W9: small files, directories, large files.
+    pub w9: (u64, u64, u64),
     /// A workload run taking longer is killed and reported as timed out.
     pub timeout_secs: f64,
     /// Runs of W1, W2 and W6 (long), and of the others (short).
@@ -51,6 +53,7 @@ impl Size {
             w6: (10_000, 1_000_000),
             w7_secs: 5.0,
             w8_files: 20_000,
+            w9: (100_000, 100, 100),
             timeout_secs: 3600.0,
             long_runs: 1,
             short_runs: 3,
@@ -68,6 +71,7 @@ impl Size {
                 w6: (100, 1_000),
                 w7_secs: 0.3,
                 w8_files: 200,
+                w9: (500, 5, 1),
                 timeout_secs: 120.0,
                 long_runs: 1,
                 short_runs: 1,
@@ -85,6 +89,7 @@ impl Size {
                 w6: (1_000, 10_000),
                 w7_secs: 1.0,
                 w8_files: 2_000,
+                w9: (10_000, 100, 4),
                 timeout_secs: 600.0,
                 long_runs: 3,
                 short_runs: 3,
@@ -198,6 +203,17 @@ impl Size {
                 self.w8_files.to_string(),
                 s("--max-secs"),
                 self.max_secs.to_string(),
+            ],
+            "w9" => vec![
+                s("w9"),
+                s("--dir"),
+                s(dir),
+                s("--files"),
+                self.w9.0.to_string(),
+                s("--dirs"),
+                self.w9.1.to_string(),
+                s("--large"),
+                self.w9.2.to_string(),
             ],
             other => panic!("unknown workload {other}"),
         };

@@ -72,15 +72,32 @@ fn engine_members_lost_and_back_cost_callers_nothing_but_the_wait() {
     let after = cycles.load(Ordering::Relaxed);
     assert!(after > before, "no cycle completed with one member down");
 
-    // A second member dies: no quorum. An operation waits its deadline,
-    // then answers EIO; it does not hang.
+    // A second member dies: no quorum. An operation that needs the
+    // engine waits its deadline, then answers EIO; it does not hang. In a
+    // directory delegated to the mount (`ca`: a alone changes it) a change
+    // is applied there and durable once its batch is committed, as on a
+    // local filesystem: its fsync answers EIO until the engine is back.
     vol.etcd.kill(1);
+    let mut f = fs::File::create(a.path("ca/during-outage"))
+        .expect("a create in a delegated directory while the lease is fresh");
+    std::io::Write::write_all(&mut f, b"x").expect("write");
     let t = Instant::now();
-    let r = fs::write(a.path("ca/during-outage"), b"x");
+    match f.sync_all() {
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
+        Ok(()) => panic!("an fsync without quorum succeeded"),
+    }
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "the failed fsync took {:?}",
+        t.elapsed()
+    );
+    drop(f);
+    let t = Instant::now();
+    let r = fs::create_dir(a.path("during-outage"));
     let waited = t.elapsed();
     match r {
         Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
-        Ok(()) => panic!("a write without quorum succeeded"),
+        Ok(()) => panic!("a mkdir without quorum succeeded"),
     }
     assert!(
         waited < Duration::from_secs(30),
@@ -99,6 +116,9 @@ fn engine_members_lost_and_back_cost_callers_nothing_but_the_wait() {
         );
         assert_eq!(fs::read(&p).unwrap(), b"back");
     }
+    // The batch that held the file went in once the engine was back: the
+    // other mount reads it (and takes the directory back to do so).
+    assert_eq!(fs::read(b.path("ca/during-outage")).unwrap(), b"x");
     drop(a);
     drop(b);
     vol.assert_fsck_clean();
@@ -109,7 +129,13 @@ fn a_mount_paused_past_its_lease_is_fenced_and_loses_nothing_acknowledged() {
     let vol = Volume::new(3);
     let mut a = vol.mount("");
     let b = vol.mount("");
-    fs::write(a.path("kept"), b"acknowledged").unwrap();
+    // Durable once fsync returns (the root is delegated to a, the only
+    // mount changing it: without the fsync the create would be durable
+    // within delegate_flush_ms, as on a local filesystem).
+    let mut kept = fs::File::create(a.path("kept")).unwrap();
+    std::io::Write::write_all(&mut kept, b"acknowledged").unwrap();
+    kept.sync_all().unwrap();
+    drop(kept);
     // A file held open-unlinked on a, by a process of its own: a process
     // that holds a descriptor of a mount whose daemon is stopped hangs when
     // it forks (the child's exec closes it, and a close waits for FLUSH),

@@ -8,6 +8,7 @@ mod journal;
 mod model;
 mod namespace;
 mod rename;
+mod shared_deleg;
 mod shared_sim;
 mod unlink_while_open;
 mod xattrs;

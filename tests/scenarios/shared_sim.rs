@@ -11,7 +11,7 @@
 //! `CHURNFS_SHARED_SEEDS=N` runs N seeds (`make shared-long`).
 
 use churnfs_tests::reference::{seeds, Driver, Op};
-use churnfs_tests::shared::{sim_config, Cluster};
+use churnfs_tests::shared::{sim_config, sim_config_delegated, Cluster};
 use churnfs_tests::{SeedGuard, Target};
 
 const SEEDS: u64 = 200;
@@ -22,6 +22,10 @@ struct Exercised {
     crashes: u64,
     fences: u64,
     steps: u64,
+    /// Operations answered from a delegated directory's image, and
+    /// delegations given back to another mount (mounts at the end).
+    local_ops: u64,
+    recalled: u64,
 }
 
 fn run(seed: u64) -> Exercised {
@@ -31,7 +35,17 @@ fn run(seed: u64) -> Exercised {
         seed,
     };
     let mounts = 2 + (seed % 2) as usize;
-    let mut c = Cluster::new(mounts, sim_config());
+    // One seed in two runs with delegated directories; those mounts
+    // unmount but neither crash nor lose their lease (either would lose
+    // the last batch, which the model does not know).
+    let delegated = seed % 4 >= 2;
+    let cfg = if delegated {
+        sim_config_delegated()
+    } else {
+        sim_config()
+    };
+    let mut c = Cluster::new(mounts, cfg);
+    c.may_crash = !delegated;
     c.fault_pct = 20;
     let mut d = Driver::new(seed);
     for step in 0..STEPS {
@@ -42,13 +56,18 @@ fn run(seed: u64) -> Exercised {
         c.clear_faults();
         // Now and then a running mount loses its lease and gets a new
         // session (not on a step that remounted).
-        if !matches!(op, Op::Remount) && d.rng.chance(3) {
+        if !delegated && !matches!(op, Op::Remount) && d.rng.chance(3) {
             let m = d.rng.below(c.mounts() as u64) as usize;
             c.fence(m);
         }
         d.compare(&c, &ctx);
     }
     let ctx = format!("seed {seed} at the end");
+    let (mut local_ops, mut recalled) = (0, 0);
+    for m in 0..c.mounts.len() {
+        local_ops += c.stat(m, "delegation_local_ops");
+        recalled += c.stat(m, "delegations_recalled");
+    }
     for m in 0..c.mounts.len() {
         c.mounts[m].shutdown().expect("unmount");
     }
@@ -68,6 +87,8 @@ fn run(seed: u64) -> Exercised {
         crashes: c.crashes,
         fences: c.fences,
         steps: STEPS as u64,
+        local_ops,
+        recalled,
     }
 }
 
@@ -83,6 +104,8 @@ fn mounts_of_one_volume_match_the_reference_model() {
         crashes: 0,
         fences: 0,
         steps: 0,
+        local_ops: 0,
+        recalled: 0,
     };
     for &seed in &all {
         let e = run(seed);
@@ -90,19 +113,27 @@ fn mounts_of_one_volume_match_the_reference_model() {
         t.crashes += e.crashes;
         t.fences += e.fences;
         t.steps += e.steps;
+        t.local_ops += e.local_ops;
+        t.recalled += e.recalled;
     }
     println!(
-        "shared simulation: {} seeds, {} steps, {} faults injected, {} mounts crashed, {} fenced, 0 violations",
+        "shared simulation: {} seeds, {} steps, {} faults injected, {} mounts crashed, {} fenced, {} operations in delegated directories, {} delegations recalled, 0 violations",
         all.len(),
         t.steps,
         t.faults,
         t.crashes,
-        t.fences
+        t.fences,
+        t.local_ops,
+        t.recalled
     );
     if all.len() as u64 == count {
         assert!(
             t.faults > 0 && t.crashes > 0 && t.fences > 0,
             "nothing was injected"
+        );
+        assert!(
+            t.local_ops > 0 && t.recalled > 0,
+            "no directory was delegated and recalled"
         );
     }
 }

@@ -9,3 +9,4 @@ pub mod w5;
 pub mod w6;
 pub mod w7;
 pub mod w8;
+pub mod w9;

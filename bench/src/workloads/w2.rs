@@ -110,7 +110,7 @@ fn tenths(marks: &[(u64, f64)]) -> Vec<f64> {
         .collect()
 }
 
-fn one(path: &std::ffi::CStr, payload: &[u8], unlink_first: bool) -> Result<(), String> {
+pub(crate) fn one(path: &std::ffi::CStr, payload: &[u8], unlink_first: bool) -> Result<(), String> {
     // SAFETY: path is a valid C string; the mode argument is given.
     let fd = unsafe {
         libc::open(

@@ -60,7 +60,11 @@ Shared volumes only (etcd://...):
                            per mount under it) [/var/cache/churnfs]
   cache_bytes=N            most bytes of file data the disk cache holds; 0: none
                            [1073741824]
-  dirty_bytes_max=N        (as above) written data not yet uploaded [67108864]";
+  dirty_bytes_max=N        (as above) written data not yet uploaded [67108864]
+  delegate=0|1             take the delegation of a directory this mount alone
+                           changes: its creates and removes are committed in
+                           batches, within delegate_flush_ms or at fsync [1]
+  delegate_flush_ms=N      longest a delegated directory's change waits [100]";
 
 /// The read cache's root unless `cache_dir` says.
 const DEFAULT_CACHE_DIR: &str = "/var/cache/churnfs";
@@ -109,6 +113,10 @@ impl MountOpts {
                 "op_timeout_ms" => o.shared.op_timeout = Duration::from_millis(num(k, v)?.max(100)),
                 "object_cache_bytes" => o.shared.object_cache_bytes = num(k, v)? as usize,
                 "cache_bytes" => o.shared.disk_cache_bytes = num(k, v)?,
+                "delegate" => o.shared.delegation = num(k, v)? != 0,
+                "delegate_flush_ms" => {
+                    o.shared.delegation_flush = Duration::from_millis(num(k, v)?.clamp(1, 10_000))
+                }
                 "cache_dir" => match v {
                     Some(p) if p.starts_with('/') => o.shared.cache_dir = Some(p.into()),
                     _ => {
@@ -223,6 +231,16 @@ mod tests {
             MountOpts::parse(&["inodes_max=x".into()]),
             Err(CliError::BadOptionValue(..))
         ));
+    }
+
+    #[test]
+    fn delegation_is_on_unless_turned_off() {
+        let d = MountOpts::parse(&[]).unwrap().shared;
+        assert!(d.delegation);
+        let o = MountOpts::parse(&["delegate=0,delegate_flush_ms=250".into()]).unwrap();
+        assert!(!o.shared.delegation);
+        assert_eq!(o.shared.delegation_flush, Duration::from_millis(250));
+        assert!(MountOpts::parse(&["delegate=yes".into()]).is_err());
     }
 
     #[test]

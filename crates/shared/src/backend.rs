@@ -138,6 +138,7 @@ impl SharedFs {
                     }
                 }
                 let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                let read_at = self.icache.stamp();
                 let (got, _) = self.get_many(&refs)?;
                 let mut at = 0;
                 let mut out = Vec::with_capacity(ents.len());
@@ -157,6 +158,12 @@ impl SharedFs {
                         Some(r) => {
                             let i = schema::decode_inode(*c, &r.value)?;
                             let mut a = attr_of(*c, &i, times.as_ref());
+                            // Read here now: it may serve this mount's next
+                            // operation on the file (an `rm -rf` unlinks
+                            // what it just listed) within the TTL.
+                            if *k != FileKind::Directory || times.is_some() {
+                                self.icache.put(*c, i, r.rev, times, Some(read_at));
+                            }
                             self.overlay(&mut a);
                             Some(a)
                         }
@@ -333,6 +340,7 @@ impl SharedFs {
         if let Err(e) = self.free_unlinked(&frees) {
             tracing::warn!("open-unlinked files left to the next mount's reclaim: {e}");
         }
+        self.end_all_delegations();
         self.stopping.store(true, Relaxed);
         self.session.wake_all();
         self.bg.wake();
@@ -521,7 +529,8 @@ impl Backend for SharedFs {
     /// Every namespace change is durable once answered; a file's data once
     /// flushed.
     fn fsync(&self, ino: Ino) -> Result<()> {
-        SharedFs::flush(self, ino)
+        SharedFs::flush(self, ino)?;
+        self.deleg_sync(ino)
     }
 
     fn read(&self, ino: Ino, offset: u64, len: u32) -> Result<Vec<u8>> {

@@ -72,6 +72,7 @@ pub fn check_volume(
     let mut registered: BTreeSet<u64> = BTreeSet::new();
     let mut opens: Vec<(u64, Ino)> = Vec::new();
     let mut queue: Vec<(u64, Work)> = Vec::new();
+    let mut delegs: Vec<(Ino, u64)> = Vec::new();
     let mut next_ino = None;
     let mut sb = false;
     let mut read = 0u64;
@@ -134,6 +135,10 @@ pub fn check_volume(
                     Key::Slot(..) => {}
                     Key::Open(s, i) => opens.push((s, i)),
                     Key::Queue(s, _) => queue.push((s, schema::decode_work(&e.value)?)),
+                    Key::Deleg(d) => delegs.push((d, schema::decode_u64(&e.value, "delegation")?)),
+                    Key::Recall(_) => {
+                        schema::decode_u64(&e.value, "recall")?;
+                    }
                 }
                 Ok(())
             })();
@@ -208,6 +213,19 @@ pub fn check_volume(
         if *kind == FileKind::Directory {
             *subdirs.entry(*parent).or_default() += 1;
             dir_names.entry(*child).or_default().push(*parent);
+        }
+    }
+    // A delegation lives with its holder's session (the key is leased)
+    // and names a directory.
+    for (d, s) in &delegs {
+        if !live.contains(s) {
+            p(format!(
+                "directory {d} delegated to session {s}, which is not alive"
+            ));
+        }
+        match inodes.get(d) {
+            Some(i) if i.kind == FileKind::Directory => {}
+            _ => p(format!("delegation of {d}, which is not a directory")),
         }
     }
     let held: HashSet<Ino> = opens.iter().map(|(_, i)| *i).collect();

@@ -75,6 +75,21 @@ pub struct SharedConfig {
     pub compact_quiet: Duration,
     /// Commit concurrent operations of this mount together (group.rs).
     pub group_commit: bool,
+    /// Take the delegation of a directory this mount alone is changing
+    /// (deleg.rs).
+    pub delegation: bool,
+    /// How long a delegated directory's changes wait before they go to the
+    /// engine (at most; fsync sends them at once).
+    pub delegation_flush: Duration,
+    /// How often the holder of delegations lists the recalls itself (the
+    /// watch tells it of each at once; this is for a watch that fell
+    /// behind, and for the simulation, which has no watch thread).
+    pub delegation_poll: Duration,
+    /// How long a recalled directory is left alone (doubling while it
+    /// keeps being recalled).
+    pub delegation_hold_off: Duration,
+    /// Most keys the images of delegated directories hold together.
+    pub delegation_keys_max: usize,
     /// Run the background threads (session renewal, watch, reclaim). Off
     /// only in simulation, which drives them step by step.
     pub background: bool,
@@ -92,6 +107,11 @@ impl Default for SharedConfig {
             disk_cache_bytes: 1 << 30,
             compact_quiet: Duration::from_secs(1),
             group_commit: true,
+            delegation: true,
+            delegation_flush: Duration::from_millis(100),
+            delegation_poll: Duration::from_secs(1),
+            delegation_hold_off: Duration::from_secs(1),
+            delegation_keys_max: 131_072,
             attr_cache: Duration::from_secs(1),
             icache_entries_max: 65_536,
             ino_batch: 1024,
@@ -252,6 +272,7 @@ pub struct SharedFs {
     pub(crate) threads: Mutex<Vec<JoinHandle<()>>>,
     pub(crate) bg: crate::reclaim::Background,
     pub(crate) group: crate::group::Group,
+    pub(crate) delegs: crate::deleg::Delegations,
     /// Delete-queue sequence numbers of this process (unique per session
     /// with the session id in the key).
     pub(crate) queue_seq: AtomicU64,
@@ -448,6 +469,7 @@ impl SharedFs {
             threads: Mutex::default(),
             bg: Default::default(),
             group: Default::default(),
+            delegs: Default::default(),
             queue_seq: AtomicU64::new(1),
             cfg,
         });
@@ -455,6 +477,11 @@ impl SharedFs {
             crate::session::start_renewal(&fs)?;
             crate::watch::start(&fs)?;
             crate::reclaim::start(&fs)?;
+        }
+        if fs.cfg.delegation {
+            // Recalls are answered even in simulation, where the other
+            // threads are driven by the harness.
+            crate::deleg::start(&fs)?;
         }
         Ok(fs)
     }
@@ -510,14 +537,32 @@ impl SharedFs {
         }
     }
 
+    /// Reads keys from one snapshot: the engine's, with what this mount's
+    /// delegated directories own from their images (deleg.rs).
     pub(crate) fn get_many(&self, keys: &[&[u8]]) -> Result<(Vec<Option<Entry>>, Rev)> {
+        if self.cfg.delegation {
+            return self.deleg_get_many(keys);
+        }
+        self.kv_get_many(keys)
+    }
+
+    /// Keys in a range (see `get_many`).
+    pub(crate) fn scan(&self, range: &(Vec<u8>, Vec<u8>), limit: usize) -> Result<Vec<Entry>> {
+        if self.cfg.delegation {
+            return self.deleg_scan(range, limit);
+        }
+        self.kv_scan(range, limit)
+    }
+
+    /// Reads keys from the engine.
+    pub(crate) fn kv_get_many(&self, keys: &[&[u8]]) -> Result<(Vec<Option<Entry>>, Rev)> {
         self.retry_reads(|| {
             Stats::inc(&self.stats.kv_reads);
             self.kv.get_many(keys).map_err(kv_err)
         })
     }
 
-    pub(crate) fn scan(&self, range: &(Vec<u8>, Vec<u8>), limit: usize) -> Result<Vec<Entry>> {
+    pub(crate) fn kv_scan(&self, range: &(Vec<u8>, Vec<u8>), limit: usize) -> Result<Vec<Entry>> {
         self.retry_reads(|| {
             Stats::inc(&self.stats.kv_scans);
             self.kv
@@ -530,6 +575,7 @@ impl SharedFs {
     /// An inode's record, version and (for a directory) times: one read.
     pub(crate) fn inode(&self, ino: Ino) -> Result<(Inode, Rev, Option<DirTimes>)> {
         let r = self.keys.inode_range(ino);
+        let read_at = self.icache.stamp();
         let got = self.scan(&r, 2)?;
         let rec_key = self.keys.inode(ino);
         let Some(rec) = got.iter().find(|e| e.key == rec_key) else {
@@ -546,7 +592,7 @@ impl SharedFs {
                 "directory without its times",
             ));
         }
-        self.icache.put(ino, i.clone(), rec.rev, times);
+        self.icache.put(ino, i.clone(), rec.rev, times, Some(read_at));
         Ok((i, rec.rev, times))
     }
 
@@ -639,7 +685,8 @@ impl SharedFs {
             // A commit naming objects lands within the upload window of
             // their uploads, or not at all (gc's grace rests on it).
             let mut until = deadline;
-            if let Some(at) = take_oldest_upload() {
+            let oldest = take_oldest_upload();
+            if let Some(at) = oldest {
                 let window = self.upload_window();
                 if at.elapsed() >= window / 2 {
                     Stats::inc(&self.stats.upload_window_retries);
@@ -653,7 +700,7 @@ impl SharedFs {
                 }
                 until = deadline.min(at + window);
             }
-            match self.commit(txn, until)? {
+            match self.route(txn, until, oldest.is_some())? {
                 Some(rev) => return Ok((v, Some(rev))),
                 None => {
                     Stats::inc(&self.stats.op_retries);
@@ -742,7 +789,7 @@ impl SharedFs {
 
     /// The inode records a commit wrote, into the cache; its delete-queue
     /// items, into the backlog.
-    fn cache_written(&self, txn: &Txn, rev: Rev) {
+    pub(crate) fn cache_written(&self, txn: &Txn, rev: Rev) {
         for op in &txn.ops {
             match (self.keys.decode(op.key()), op) {
                 (Some(Key::Queue(..)), Op::Put { .. }) => {
@@ -775,7 +822,7 @@ impl SharedFs {
                             if i.kind == FileKind::Directory && times.is_none() {
                                 self.icache.forget(ino);
                             } else {
-                                self.icache.put(ino, i, rev, times);
+                                self.icache.put(ino, i, rev, times, None);
                             }
                         }
                         Err(_) => self.icache.forget(ino),

@@ -28,6 +28,9 @@ pub(crate) struct Cached {
     pub rev: Rev,
     pub times: Option<DirTimes>,
     at: Instant,
+    /// When the record was read (the `stamp` taken before the read) or
+    /// written (at the put).
+    stamp: u64,
 }
 
 pub(crate) struct ICache {
@@ -35,6 +38,7 @@ pub(crate) struct ICache {
     max_age: Duration,
     entries_max: usize,
     stats: Arc<Stats>,
+    clock: std::sync::atomic::AtomicU64,
 }
 
 impl ICache {
@@ -45,6 +49,7 @@ impl ICache {
             max_age,
             entries_max: entries_max.max(1),
             stats,
+            clock: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -75,11 +80,34 @@ impl ICache {
         hit
     }
 
-    /// Records what was read or written at `rev` (never older than what is
-    /// there).
-    pub fn put(&self, ino: Ino, rec: Inode, rev: Rev, times: Option<DirTimes>) {
+    /// A stamp to take before reading a record that will be put here: a
+    /// record read before a newer one was put never replaces it.
+    pub fn stamp(&self) -> u64 {
+        self.clock
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records what was read (`read_at`: the stamp taken before the read)
+    /// or written (None) at `rev`, never over a newer record: one of a
+    /// higher version of the same kind, or one put after this was read.
+    /// Versions from a delegated directory's image and the engine's do
+    /// not compare (an image's change is newer than the engine record it
+    /// was made on; the engine's record after a batch is newer than the
+    /// image's): between them, the order of reads and puts decides.
+    pub fn put(
+        &self,
+        ino: Ino,
+        rec: Inode,
+        rev: Rev,
+        times: Option<DirTimes>,
+        read_at: Option<u64>,
+    ) {
+        let stamp = read_at.unwrap_or_else(|| self.stamp());
         let mut g = self.lock();
-        if g.peek(&ino).is_some_and(|c| c.rev > rev) {
+        let local = |r: Rev| r >= crate::deleg::LOCAL_REV_BASE;
+        if g.peek(&ino).is_some_and(|c| {
+            (local(c.rev) == local(rev) && c.rev > rev) || (read_at.is_some() && c.stamp > stamp)
+        }) {
             return;
         }
         g.put(
@@ -89,6 +117,7 @@ impl ICache {
                 rev,
                 times,
                 at: Instant::now(),
+                stamp,
             },
         );
         while g.len() > self.entries_max {
@@ -118,5 +147,60 @@ impl ICache {
     pub fn clear(&self) {
         self.lock().clear();
         Stats::set(&self.stats.icache_entries, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deleg::LOCAL_REV_BASE;
+    use churnfs_vfs::{FileKind, Timespec};
+
+    fn rec(nlink: u32) -> Inode {
+        let t = Timespec::now();
+        Inode {
+            kind: FileKind::Regular,
+            perm: 0o644,
+            nlink,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            rdev: 0,
+            parent: 0,
+            has_xattrs: false,
+            inline: true,
+            dseq: 0,
+            garbage: None,
+            extra: Vec::new(),
+        }
+    }
+
+    fn nlink(c: &ICache, ino: Ino) -> u32 {
+        c.get(ino).expect("cached").rec.nlink
+    }
+
+    /// A read from an image (local version) that started before an
+    /// unlink there and a batch after it must not put the old record back
+    /// over the batch's (engine version): the versions do not compare,
+    /// the order of the read and the puts does.
+    #[test]
+    fn a_record_read_before_a_newer_put_never_replaces_it() {
+        let c = ICache::new(16, Duration::from_secs(60), Arc::new(Stats::default()));
+        let ino = Ino(7);
+        let read_at = c.stamp();
+        c.put(ino, rec(0), LOCAL_REV_BASE + 2, None, None);
+        c.put(ino, rec(0), 40, None, None);
+        c.put(ino, rec(1), LOCAL_REV_BASE + 1, None, Some(read_at));
+        assert_eq!(nlink(&c, ino), 0);
+        // The same kinds still order by version, whatever the order.
+        c.put(ino, rec(3), 39, None, None);
+        assert_eq!(nlink(&c, ino), 0);
+        // A read started after the last put replaces it.
+        let later = c.stamp();
+        c.put(ino, rec(5), LOCAL_REV_BASE + 9, None, Some(later));
+        assert_eq!(nlink(&c, ino), 5);
     }
 }

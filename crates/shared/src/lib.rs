@@ -11,6 +11,7 @@
 pub mod backend;
 pub mod check;
 pub mod data;
+mod deleg;
 pub mod diskcache;
 pub mod fs;
 pub mod gc;

@@ -157,7 +157,10 @@ impl SharedFs {
                 extra: new.target.map(<[u8]>::to_vec).unwrap_or_default(),
             };
             let mut t = Tx::default();
+            // The new inode's key is absent (numbers are never reused):
+            // the condition marks it as created here (deleg.rs).
             t.absent(dkey.clone())
+                .absent(self.keys.inode(ino))
                 .put(dkey.clone(), schema::encode_dentry(ino, new.kind))
                 .put(self.keys.inode(ino), schema::encode_inode(ino, &i));
             if is_dir {

@@ -107,6 +107,8 @@ pub const T_REGISTRY: u8 = b'G';
 pub const T_SLOT: u8 = b'L';
 pub const T_OPEN: u8 = b'O';
 pub const T_QUEUE: u8 = b'Q';
+pub const T_DELEG: u8 = b'Y';
+pub const T_RECALL: u8 = b'R';
 /// Suffix of a directory's times key after `I ino`.
 pub const TIMES_SUFFIX: u8 = b't';
 
@@ -136,6 +138,10 @@ pub enum Key {
     Slot(u64, u16),
     Open(u64, Ino),
     Queue(u64, u64),
+    /// A directory delegated to a session (its value: the session).
+    Deleg(Ino),
+    /// A mount asks the holder of a directory's delegation to give it back.
+    Recall(Ino),
 }
 
 fn be64(b: &[u8]) -> u64 {
@@ -258,6 +264,24 @@ impl Keys {
         let end = churnfs_kv::prefix_end(&start);
         (start, end)
     }
+    pub fn deleg(&self, dir: Ino) -> Vec<u8> {
+        self.k(T_DELEG, &[dir.0])
+    }
+    pub fn recall(&self, dir: Ino) -> Vec<u8> {
+        self.k(T_RECALL, &[dir.0])
+    }
+    pub fn recalls(&self) -> (Vec<u8>, Vec<u8>) {
+        let start = self.k(T_RECALL, &[]);
+        let end = churnfs_kv::prefix_end(&start);
+        (start, end)
+    }
+    /// The directory whose entries a range starting at `start` reads (a
+    /// `dentries` or `dentries_from` range).
+    pub fn entries_range_dir(&self, start: &[u8]) -> Option<Ino> {
+        let k = start.strip_prefix(self.prefix.as_slice())?;
+        let (&tag, r) = k.split_first()?;
+        (tag == T_DENTRY && (r.len() == 8 || r.len() == 16)).then(|| Ino(be64(r)))
+    }
     /// The whole volume.
     pub fn all(&self) -> (Vec<u8>, Vec<u8>) {
         (self.prefix.clone(), churnfs_kv::prefix_end(&self.prefix))
@@ -286,6 +310,8 @@ impl Keys {
             (T_SLOT, 10) => Key::Slot(be64(r), u16::from_be_bytes([r[8], r[9]])),
             (T_OPEN, 16) => Key::Open(be64(r), Ino(be64(&r[8..]))),
             (T_QUEUE, 16) => Key::Queue(be64(r), be64(&r[8..])),
+            (T_DELEG, 8) => Key::Deleg(Ino(be64(r))),
+            (T_RECALL, 8) => Key::Recall(Ino(be64(r))),
             _ => return None,
         })
     }

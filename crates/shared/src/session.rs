@@ -44,6 +44,8 @@ pub(crate) struct Session {
     /// Wakes the renewal thread early (a commit found the session gone).
     wake: (Mutex<bool>, Condvar),
     info: SessionInfo,
+    /// When the lease was last granted or renewed.
+    renewed: Mutex<Instant>,
 }
 
 /// A slot held by one commit.
@@ -150,6 +152,7 @@ impl Session {
             seq: AtomicU64::new(1),
             wake: (Mutex::new(false), Condvar::new()),
             info,
+            renewed: Mutex::new(Instant::now()),
         })
     }
 
@@ -182,6 +185,11 @@ impl Session {
         let (m, cv) = &self.wake;
         *lock(m) = true;
         cv.notify_all();
+    }
+
+    /// Was the lease granted or renewed within `d`?
+    pub(crate) fn renewed_within(&self, d: Duration) -> bool {
+        lock(&self.renewed).elapsed() < d
     }
 
     pub(crate) fn take_slot(&self) -> Slot {
@@ -238,6 +246,7 @@ impl SharedFs {
         if !fenced {
             match self.kv.lease_keepalive(lease) {
                 Ok(_) => {
+                    *lock(&self.session.renewed) = Instant::now();
                     Stats::inc(&self.stats.session_renewals);
                     return Ok(None);
                 }
@@ -261,6 +270,7 @@ impl SharedFs {
             s.lease = lease;
             s.fenced = false;
         }
+        *lock(&self.session.renewed) = Instant::now();
         Stats::inc(&self.stats.sessions_started);
         Stats::set(&self.stats.session_id, id);
         tracing::warn!("session {old} replaced by session {id}");

@@ -16,6 +16,25 @@ churnfs_vfs::counters! {
     kv_ambiguous_resolved,
     op_retries,
     op_timeouts,
+    // delegated directories (deleg.rs): held now, taken, given back on
+    // request, ended here, lost with a session; operations answered from
+    // an image, passed through to the engine with it, refused by it;
+    // batches committed; keys the images hold; recalls this mount made and
+    // the time it waited for them
+    delegations_held,
+    delegations_taken,
+    delegations_recalled,
+    delegations_ended,
+    delegations_lost,
+    delegation_local_ops,
+    delegation_passed,
+    delegation_conflicts,
+    delegation_deferred_frees,
+    delegation_guard_rechecks,
+    delegation_flushes,
+    delegation_keys,
+    recalls_made,
+    recall_wait_us,
     // the session
     session_id,
     session_renewals,

@@ -67,6 +67,7 @@ impl SharedFs {
             Some(Key::Session(s)) if e.value.is_none() && s != self.session.id() => {
                 self.bg.reclaim_later(s);
             }
+            Some(Key::Recall(dir)) if e.value.is_some() => self.delegs.recalled(dir),
             _ => {}
         }
     }

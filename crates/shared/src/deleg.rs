@@ -1,0 +1,1535 @@
+//! Delegated directories (docs/design.md §15, "Delegated directories").
+//!
+//! A directory that one mount alone is changing is delegated to it: the
+//! key `Y dir` names the mount's session and is attached to its lease.
+//! While it holds the delegation the mount keeps an image of the keys the
+//! delegation owns — the directory's entries (all of them: a directory is
+//! delegated only when its entries fit the bound), its times key, and
+//! every key of the inodes created in it since the image last went to the
+//! engine — and an operation whose reads and writes stay within those
+//! keys is applied to the image, not sent to the engine. The image goes to
+//! the engine in one commit conditioned on the delegation (its changes
+//! since the last one, every `delegation_flush`, at fsync, when it holds
+//! `FLUSH_KEYS` changes, and when the delegation ends): a file created
+//! and removed between two flushes never reaches the engine.
+//!
+//! The removal of the last name of a file that existed before is applied
+//! to the image too: its free goes with the batch, conditioned on the
+//! file's record as read (a `Guard`), and is worked out again if another
+//! mount wrote through a handle meanwhile. Any other operation that also
+//! touches keys the delegation does not own (the delete queue of an open
+//! file, an upload) is committed to the engine under the image's lock,
+//! with the image's pending changes in the same commit, its conditions on
+//! owned keys checked against the image and the delegation's key as a
+//! condition.
+//!
+//! Every other mount reads `Y dir` in the same request as the entries it
+//! looks up (and before a listing), and every commit of theirs that
+//! touches a directory's entries or times is conditioned on `Y dir`
+//! absent; one that finds it asks the holder to give it back (`R dir`),
+//! and waits for `Y dir` to go. The holder's thread looks for recalls
+//! every `delegation_poll`, commits the image with the delegation's end
+//! and leaves the directory alone for `delegation_hold_off` (doubling
+//! while it keeps being recalled). A holder that dies takes its
+//! delegations with its lease; what its images had not committed is lost,
+//! as a local filesystem loses what its journal had not committed.
+//!
+//! Locks: the table is a leaf taken after an image's lock, never before.
+
+use crate::fs::{lock, SharedFs, Tx};
+use crate::schema::{self, Key};
+use crate::stats::Stats;
+use churnfs_kv::{Cond, Entry, Op, Rev, Txn};
+use churnfs_vfs::{EngineError, Ino, Result, StoreError};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// Versions of changes applied to images: above any engine revision, so
+/// that a condition read from an image never matches the engine.
+pub(crate) const LOCAL_REV_BASE: Rev = 1 << 62;
+/// Most pending changes of one image: a flush is one commit, within the
+/// engine's 128 writes (the flush adds the delegation's own keys and the
+/// session's slot; a passing operation adds its writes).
+pub const FLUSH_KEYS: usize = 96;
+/// How many times a batch is worked out again after a guarded file
+/// changed under it.
+const GUARD_RETRIES: usize = 8;
+/// Most directories delegated to one mount at once.
+pub const HELD_MAX: usize = 1024;
+/// Most directories remembered as recently recalled.
+const HOLD_OFF_MAX: usize = 4096;
+/// The longest a recalled directory is left alone.
+const HOLD_OFF_LONGEST: Duration = Duration::from_secs(64);
+
+/// One owned key in an image.
+struct Slot {
+    /// None: deleted here (and present in the engine until the next flush).
+    value: Option<Vec<u8>>,
+    rev: Rev,
+    /// Changed here since the image last went to the engine.
+    dirty: bool,
+    /// The engine has the key (as of the last flush).
+    in_engine: bool,
+}
+
+/// A file that existed before its directory was delegated, unlinked here
+/// (its last link) and freed with the next batch: the batch is
+/// conditioned on the file's record as read; if another mount changed the
+/// record meanwhile (a write through a handle it held open), the free is
+/// worked out again from the record as it is (`recheck_guards`).
+struct Guard {
+    ino: Ino,
+    rev: Rev,
+    /// The delete-queue item that frees its data, if it has any.
+    queue: Option<Vec<u8>>,
+}
+
+struct Image {
+    /// False once the delegation ended: whoever waited on the lock reads
+    /// from the engine again.
+    live: bool,
+    keys: BTreeMap<Vec<u8>, Slot>,
+    /// How many of `keys` the mount's total (`Delegations::keys`) counts.
+    counted: usize,
+    guards: Vec<Guard>,
+    dirty: usize,
+    dirty_since: Option<Instant>,
+    used: Instant,
+}
+
+pub(crate) struct Deleg {
+    dir: Ino,
+    /// The session that holds it, and the version of `Y dir`.
+    sid: u64,
+    y_rev: Rev,
+    img: Mutex<Image>,
+}
+
+#[derive(Default)]
+struct Table {
+    held: HashMap<Ino, Arc<Deleg>>,
+    /// Inodes created in a delegated directory since its image last went
+    /// to the engine: their keys are the image's.
+    fresh: HashMap<Ino, Ino>,
+    /// Files freed by a pending batch (`Guard`): their record and xattrs
+    /// are read from the image (gone) until the batch is committed.
+    guarded: HashMap<Ino, Ino>,
+    /// Directories recently recalled: until when they are left alone, and
+    /// for how long the next time.
+    hold_off: HashMap<Ino, (Instant, Duration)>,
+}
+
+/// This mount's delegations.
+#[derive(Default)]
+pub(crate) struct Delegations {
+    table: Mutex<Table>,
+    held: AtomicUsize,
+    keys: AtomicUsize,
+    local_rev: AtomicU64,
+    /// Recalls the watch saw (at most `HELD_MAX`), for the delegation
+    /// thread, which it wakes.
+    asked: Mutex<Vec<Ino>>,
+    wake: std::sync::Condvar,
+    /// When the thread last listed the recalls itself.
+    polled: Mutex<Option<Instant>>,
+}
+
+impl Delegations {
+    /// The watch saw another mount ask for `dir`.
+    pub(crate) fn recalled(&self, dir: Ino) {
+        if self.held.load(Relaxed) == 0 {
+            return;
+        }
+        let mut a = lock(&self.asked);
+        if a.len() < HELD_MAX && !a.contains(&dir) {
+            a.push(dir);
+        }
+        drop(a);
+        self.wake.notify_all();
+    }
+
+    /// Waits up to `d`, or until a recall arrives.
+    fn nap(&self, d: Duration) {
+        let a = lock(&self.asked);
+        if a.is_empty() {
+            let _ = self.wake.wait_timeout(a, d);
+        }
+    }
+}
+
+/// Why a delegation ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum End {
+    /// Another mount asked for the directory.
+    Recalled,
+    /// This mount needs the directory in the engine (a move of it, its
+    /// removal, an operation on two delegated directories), or room.
+    Here,
+    /// The directory outgrew the bound.
+    TooBig,
+    /// Unmount.
+    Unmount,
+}
+
+fn held_dir_of(keys: &schema::Keys, k: &[u8]) -> Option<Ino> {
+    match keys.decode(k)? {
+        Key::Dentry { parent, .. } => Some(parent),
+        Key::DirTimes(d) => Some(d),
+        _ => None,
+    }
+}
+
+/// The inode a key belongs to, for the keys an inode created in a
+/// delegated directory owns.
+fn inode_of(keys: &schema::Keys, k: &[u8]) -> Option<Ino> {
+    match keys.decode(k)? {
+        Key::Inode(i) | Key::DirTimes(i) | Key::Xattr(i) | Key::Chunk(i, _) => Some(i),
+        _ => None,
+    }
+}
+
+fn cond_key(c: &Cond) -> &[u8] {
+    match c {
+        Cond::Rev(k, _) | Cond::Exists(k) | Cond::Absent(k) => k,
+        Cond::Empty(a, _) => a,
+    }
+}
+
+impl Image {
+    fn get(&self, k: &[u8]) -> Option<&Slot> {
+        self.keys.get(k).filter(|s| s.value.is_some())
+    }
+
+    /// Does `c` hold in the image?
+    fn holds(&self, c: &Cond) -> bool {
+        match c {
+            Cond::Rev(k, r) => self.get(k).is_some_and(|s| s.rev == *r),
+            Cond::Exists(k) => self.get(k).is_some(),
+            Cond::Absent(k) => self.get(k).is_none(),
+            Cond::Empty(a, b) => !self
+                .keys
+                .range(a.clone()..b.clone())
+                .any(|(_, s)| s.value.is_some()),
+        }
+    }
+
+    /// Applies `op` at `rev`: a change pending for the engine (`dirty`), or
+    /// one the engine has just committed.
+    fn apply(&mut self, op: &Op, rev: Rev, dirty: bool) {
+        let now = Instant::now();
+        match op {
+            Op::Put { key, value, .. } => match self.keys.get_mut(key.as_slice()) {
+                Some(s) => {
+                    if dirty && !s.dirty {
+                        self.dirty += 1;
+                    }
+                    s.value = Some(value.clone());
+                    s.rev = rev;
+                    s.dirty |= dirty;
+                    if !dirty {
+                        s.in_engine = true;
+                    }
+                }
+                None => {
+                    if dirty {
+                        self.dirty += 1;
+                    }
+                    self.keys.insert(
+                        key.clone(),
+                        Slot {
+                            value: Some(value.clone()),
+                            rev,
+                            dirty,
+                            in_engine: !dirty,
+                        },
+                    );
+                }
+            },
+            Op::Delete(key) => {
+                let Some(s) = self.keys.get_mut(key.as_slice()) else {
+                    return;
+                };
+                if dirty && s.in_engine {
+                    if !s.dirty {
+                        self.dirty += 1;
+                    }
+                    s.value = None;
+                    s.rev = rev;
+                    s.dirty = true;
+                } else {
+                    if s.dirty {
+                        self.dirty -= 1;
+                    }
+                    self.keys.remove(key.as_slice());
+                }
+            }
+        }
+        if self.dirty > 0 && self.dirty_since.is_none() {
+            self.dirty_since = Some(now);
+        }
+        if self.dirty == 0 {
+            self.dirty_since = None;
+        }
+    }
+
+    /// Applies a change to a key the image does not own (a guarded
+    /// file's record, xattrs, delete-queue item): the engine has it, so a
+    /// delete stays as a pending deletion.
+    fn apply_foreign(&mut self, op: &Op, rev: Rev) {
+        if let Op::Delete(key) = op {
+            if !self.keys.contains_key(key.as_slice()) {
+                self.keys.insert(
+                    key.clone(),
+                    Slot {
+                        value: Some(Vec::new()),
+                        rev,
+                        dirty: false,
+                        in_engine: true,
+                    },
+                );
+            }
+        }
+        self.apply(op, rev, true);
+    }
+
+    /// Drops a pending change to a key the image does not own.
+    fn forget(&mut self, key: &[u8]) {
+        if let Some(s) = self.keys.remove(key) {
+            if s.dirty {
+                self.dirty -= 1;
+            }
+        }
+        if self.dirty == 0 {
+            self.dirty_since = None;
+        }
+    }
+
+    /// The conditions a batch carries for its guarded files.
+    fn guard_conds(&self, keys: &schema::Keys) -> Vec<Cond> {
+        self.guards
+            .iter()
+            .map(|g| Cond::Rev(keys.inode(g.ino), g.rev))
+            .collect()
+    }
+
+    /// The pending changes, as the engine's writes.
+    fn pending(&self) -> Vec<Op> {
+        self.keys
+            .iter()
+            .filter(|(_, s)| s.dirty)
+            .map(|(k, s)| match &s.value {
+                Some(v) => Op::Put {
+                    key: k.clone(),
+                    value: v.clone(),
+                    lease: None,
+                },
+                None => Op::Delete(k.clone()),
+            })
+            .collect()
+    }
+
+    /// The pending changes were committed at `rev`.
+    fn committed(&mut self, rev: Rev) {
+        self.keys.retain(|_, s| {
+            if s.dirty {
+                s.dirty = false;
+                s.rev = rev;
+                s.in_engine = s.value.is_some();
+            }
+            s.value.is_some()
+        });
+        self.dirty = 0;
+        self.dirty_since = None;
+        self.guards.clear();
+    }
+}
+
+impl Delegations {
+    fn table(&self) -> MutexGuard<'_, Table> {
+        lock(&self.table)
+    }
+
+    fn next_rev(&self) -> Rev {
+        LOCAL_REV_BASE + self.local_rev.fetch_add(1, Relaxed)
+    }
+
+    fn held(&self, d: Ino) -> Option<Arc<Deleg>> {
+        if self.held.load(Relaxed) == 0 {
+            return None;
+        }
+        self.table().held.get(&d).cloned()
+    }
+
+    /// The delegation owning key `k`, if this mount holds one.
+    fn owner(&self, keys: &schema::Keys, k: &[u8]) -> Option<Arc<Deleg>> {
+        if self.held.load(Relaxed) == 0 {
+            return None;
+        }
+        let t = self.table();
+        if let Some(d) = held_dir_of(keys, k) {
+            if let Some(h) = t.held.get(&d) {
+                return Some(h.clone());
+            }
+        }
+        if let Some(Key::Open(_, i)) = keys.decode(k) {
+            return t.held.get(t.fresh.get(&i)?).cloned();
+        }
+        let i = inode_of(keys, k)?;
+        if let Some(d) = t.fresh.get(&i) {
+            return t.held.get(d).cloned();
+        }
+        match keys.decode(k)? {
+            Key::Inode(_) | Key::Xattr(_) => t.held.get(t.guarded.get(&i)?).cloned(),
+            _ => None,
+        }
+    }
+}
+
+impl SharedFs {
+    fn deleg_stats(&self) {
+        Stats::set(
+            &self.stats.delegations_held,
+            self.delegs.held.load(Relaxed) as u64,
+        );
+        Stats::set(
+            &self.stats.delegation_keys,
+            self.delegs.keys.load(Relaxed) as u64,
+        );
+    }
+
+    /// Is the session's lease known alive for long enough to answer from
+    /// an image? (A mount whose renewals fail stops doing so well before
+    /// the engine could expire its delegations.)
+    fn lease_fresh(&self, sid: u64) -> bool {
+        match self.session.current() {
+            Ok((now, _)) if now == sid => {
+                !self.cfg.background || self.session.renewed_within(self.cfg.session_ttl / 2)
+            }
+            _ => false,
+        }
+    }
+
+    // ---- reads --------------------------------------------------------------
+
+    /// `get_many` with the keys a delegation of this mount owns read from
+    /// its image, and the delegations of the directories whose entries
+    /// are read checked in the same request (recalled when another mount
+    /// holds one).
+    pub(crate) fn deleg_get_many(&self, keys: &[&[u8]]) -> Result<(Vec<Option<Entry>>, Rev)> {
+        'again: loop {
+            let mut owners: Vec<Option<Arc<Deleg>>> = Vec::with_capacity(keys.len());
+            let mut ask: Vec<Vec<u8>> = Vec::new();
+            let mut dirs: Vec<Ino> = Vec::new();
+            for k in keys {
+                let o = self.delegs.owner(&self.keys, k);
+                if o.is_none() {
+                    if let Some(Key::Dentry { parent, .. }) = self.keys.decode(k) {
+                        if !dirs.contains(&parent) {
+                            dirs.push(parent);
+                        }
+                    }
+                    ask.push(k.to_vec());
+                }
+                owners.push(o);
+            }
+            let nask = ask.len();
+            ask.extend(dirs.iter().map(|d| self.keys.deleg(*d)));
+            let (got, rev) = if ask.is_empty() {
+                (Vec::new(), 0)
+            } else {
+                let refs: Vec<&[u8]> = ask.iter().map(Vec::as_slice).collect();
+                self.kv_get_many(&refs)?
+            };
+            for (n, d) in dirs.iter().enumerate() {
+                if let Some(e) = &got[nask + n] {
+                    let holder = schema::decode_u64(&e.value, "delegation")?;
+                    if self.blocked_by(*d, holder)? {
+                        continue 'again;
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(keys.len());
+            let mut from_engine = got.into_iter();
+            for (k, o) in keys.iter().zip(owners) {
+                match o {
+                    None => out.push(from_engine.next().flatten()),
+                    Some(d) => {
+                        let img = lock(&d.img);
+                        if !img.live {
+                            continue 'again;
+                        }
+                        out.push(img.get(k).map(|s| Entry {
+                            key: k.to_vec(),
+                            value: s.value.clone().unwrap_or_default(),
+                            rev: s.rev,
+                        }));
+                    }
+                }
+            }
+            return Ok((out, rev));
+        }
+    }
+
+    /// `scan` with what delegations own read from their images: a
+    /// delegated directory's entries, the records of an inode created in
+    /// one, a delegated directory's times. Before the entries of a
+    /// directory another mount holds are read, the delegation is recalled.
+    pub(crate) fn deleg_scan(
+        &self,
+        range: &(Vec<u8>, Vec<u8>),
+        limit: usize,
+    ) -> Result<Vec<Entry>> {
+        loop {
+            if let Some(dir) = self.keys.entries_range_dir(&range.0) {
+                if let Some(d) = self.delegs.held(dir) {
+                    match self.image_range(&d, range, limit) {
+                        Some(v) => return Ok(v),
+                        None => continue,
+                    }
+                }
+                let (got, _) = self.kv_get_many(&[&self.keys.deleg(dir)])?;
+                if let Some(e) = &got[0] {
+                    let holder = schema::decode_u64(&e.value, "delegation")?;
+                    if self.blocked_by(dir, holder)? {
+                        continue;
+                    }
+                }
+                return self.kv_scan(range, limit);
+            }
+            let Some(i) = inode_of(&self.keys, &range.0) else {
+                return self.kv_scan(range, limit);
+            };
+            let d = match self.delegs.held(i) {
+                Some(d) => d,
+                None => match self.delegs.owner(&self.keys, &range.0) {
+                    // An inode created in the delegated directory: all its
+                    // keys are the image's.
+                    Some(d) => match self.image_range(&d, range, limit) {
+                        Some(v) => return Ok(v),
+                        None => continue,
+                    },
+                    None => return self.kv_scan(range, limit),
+                },
+            };
+            // The delegated directory's own record and times: the record
+            // from the engine, the times from the image.
+            let mut v = self.kv_scan(range, limit)?;
+            let tk = self.keys.dir_times(i);
+            let img = lock(&d.img);
+            if !img.live {
+                continue;
+            }
+            v.retain(|e| e.key != tk);
+            if tk >= range.0 && tk < range.1 {
+                if let Some(s) = img.get(&tk) {
+                    v.push(Entry {
+                        key: tk.clone(),
+                        value: s.value.clone().unwrap_or_default(),
+                        rev: s.rev,
+                    });
+                }
+            }
+            v.sort_by(|a, b| a.key.cmp(&b.key));
+            v.truncate(limit);
+            return Ok(v);
+        }
+    }
+
+    /// Keys of `range` from an image; None when the delegation ended.
+    fn image_range(
+        &self,
+        d: &Deleg,
+        range: &(Vec<u8>, Vec<u8>),
+        limit: usize,
+    ) -> Option<Vec<Entry>> {
+        let img = lock(&d.img);
+        if !img.live {
+            return None;
+        }
+        Some(
+            img.keys
+                .range(range.0.clone()..range.1.clone())
+                .filter_map(|(k, s)| {
+                    s.value.as_ref().map(|v| Entry {
+                        key: k.clone(),
+                        value: v.clone(),
+                        rev: s.rev,
+                    })
+                })
+                .take(limit)
+                .collect(),
+        )
+    }
+
+    /// `dir` is delegated to session `holder`: recalled when that is
+    /// another mount; this mount's own delegation being set up by another
+    /// thread is waited for a moment. True: read again.
+    fn blocked_by(&self, dir: Ino, holder: u64) -> Result<bool> {
+        if holder == self.session.id() {
+            if self.delegs.held(dir).is_some() {
+                return Ok(false);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(true);
+        }
+        self.recall(dir, holder)?;
+        Ok(true)
+    }
+
+    /// Asks the mount holding `dir` (session `holder`) to give it back and
+    /// waits until it has, or its session is gone.
+    fn recall(&self, dir: Ino, holder: u64) -> Result<()> {
+        Stats::inc(&self.stats.recalls_made);
+        let started = Instant::now();
+        let deadline = started + self.cfg.op_timeout;
+        let (sid, lease) = self.session.current()?;
+        let rk = self.keys.recall(dir);
+        let mut t = Tx::default();
+        t.put_leased(rk.clone(), schema::encode_u64(sid), lease);
+        self.commit_one(t.txn, deadline)?;
+        let yk = self.keys.deleg(dir);
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let (got, _) = self.kv_get_many(&[&yk])?;
+            if got[0].is_none() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                Stats::inc(&self.stats.op_timeouts);
+                return Err(EngineError::Store(StoreError::Unavailable(format!(
+                    "directory {dir} is delegated to session {holder}, which did not give it back"
+                ))));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+        // Records this mount read before the holder's last batch may be
+        // older than it, and the watch may not have said so yet: the inode
+        // cache starts again (recalls are rare: a directory is held again
+        // only after its hold-off).
+        self.icache.clear();
+        let mut t = Tx::default();
+        t.del(rk);
+        if let Err(e) = self.commit_one(t.txn, deadline) {
+            tracing::debug!("recall of {dir} left its key ({e}); it goes with the session");
+        }
+        Stats::add(
+            &self.stats.recall_wait_us,
+            started.elapsed().as_micros() as u64,
+        );
+        Ok(())
+    }
+
+    // ---- commits --------------------------------------------------------------------
+
+    /// Commits a transaction: to an image when a delegation of this mount
+    /// owns every key it touches, else to the engine (with a delegation's
+    /// pending changes when it touches owned keys; conditioned on the
+    /// delegations of the directories it changes being absent when it
+    /// touches none of ours). `uploads`: it names objects just uploaded
+    /// (those go to the engine within the upload window).
+    pub(crate) fn route(&self, txn: Txn, until: Instant, uploads: bool) -> Result<Option<Rev>> {
+        if !self.cfg.delegation {
+            return self.commit(txn, until);
+        }
+        let mut dirs: Vec<Ino> = Vec::new();
+        let ranges = txn.conds.iter().filter_map(|c| match c {
+            Cond::Empty(a, _) => self.keys.entries_range_dir(a),
+            _ => None,
+        });
+        let keyed = txn
+            .conds
+            .iter()
+            .map(cond_key)
+            .chain(txn.ops.iter().map(Op::key))
+            .filter_map(|k| held_dir_of(&self.keys, k));
+        for d in ranges.chain(keyed) {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+        let mut mine: Vec<Arc<Deleg>> = Vec::new();
+        for k in txn
+            .conds
+            .iter()
+            .map(cond_key)
+            .chain(txn.ops.iter().map(Op::key))
+        {
+            if let Some(d) = self.delegs.owner(&self.keys, k) {
+                if !mine.iter().any(|m| m.dir == d.dir) {
+                    mine.push(d);
+                }
+            }
+        }
+        for d in &dirs {
+            if let Some(h) = self.delegs.held(*d) {
+                if !mine.iter().any(|m| m.dir == h.dir) {
+                    mine.push(h);
+                }
+            }
+        }
+        if mine.is_empty() {
+            if let Some(d) = self.wants(&txn, &dirs) {
+                if let Some(h) = self.acquire(d, until)? {
+                    return self.commit_held(&h, txn, until, uploads, &dirs);
+                }
+            }
+            return self.commit_plain(txn, until, &dirs);
+        }
+        // The directory itself removed, or an operation across two
+        // delegated directories: they end first, and it runs again.
+        let removes_dir = |d: Ino| {
+            txn.ops.iter().any(|o| {
+                matches!(o, Op::Delete(k) if *k == self.keys.dir_times(d) || *k == self.keys.inode(d))
+            })
+        };
+        // A commit changing the entries of two delegated directories (a
+        // rename between them) or removing one: they end first. One that
+        // only touches inodes created in other delegated directories (a
+        // batch of frees): those images go to the engine, and the inodes
+        // with them. Then it runs again.
+        let names = |d: Ino| {
+            txn.conds
+                .iter()
+                .map(cond_key)
+                .chain(txn.ops.iter().map(Op::key))
+                .any(|k| held_dir_of(&self.keys, k) == Some(d))
+        };
+        let ending: Vec<&Arc<Deleg>> = mine.iter().filter(|d| removes_dir(d.dir)).collect();
+        let naming = mine.iter().filter(|d| names(d.dir)).count();
+        if !ending.is_empty() || naming > 1 {
+            for d in &mine {
+                if names(d.dir) {
+                    self.end(d, End::Here)?;
+                }
+            }
+            return Ok(None);
+        }
+        if mine.len() > 1 {
+            let deadline = Instant::now() + self.cfg.op_timeout;
+            for d in mine.iter().filter(|d| !names(d.dir)) {
+                self.flush_deleg(d, deadline)?;
+            }
+            return Ok(None);
+        }
+        self.commit_held(&mine[0], txn, until, uploads, &dirs)
+    }
+
+    /// A commit touching no delegation of this mount: conditioned on the
+    /// directories it changes being delegated to nobody; when it fails on
+    /// one, that delegation is recalled before the operation runs again.
+    fn commit_plain(&self, mut txn: Txn, until: Instant, dirs: &[Ino]) -> Result<Option<Rev>> {
+        for d in dirs {
+            txn.conds.push(Cond::Absent(self.keys.deleg(*d)));
+        }
+        let r = self.commit(txn, until)?;
+        if r.is_none() {
+            self.recall_blockers(dirs)?;
+        }
+        Ok(r)
+    }
+
+    /// After a commit conditioned on `dirs` being delegated to nobody
+    /// failed: recalls those another mount holds.
+    fn recall_blockers(&self, dirs: &[Ino]) -> Result<()> {
+        if !dirs.is_empty() {
+            let ks: Vec<Vec<u8>> = dirs.iter().map(|d| self.keys.deleg(*d)).collect();
+            let refs: Vec<&[u8]> = ks.iter().map(Vec::as_slice).collect();
+            let (got, _) = self.kv_get_many(&refs)?;
+            for (d, e) in dirs.iter().zip(got) {
+                if let Some(e) = e {
+                    let holder = schema::decode_u64(&e.value, "delegation")?;
+                    self.blocked_by(*d, holder)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Should this commit take the delegation of a directory first? When
+    /// it adds or removes names in exactly one directory that has not
+    /// been recalled lately, and there is room.
+    fn wants(&self, txn: &Txn, dirs: &[Ino]) -> Option<Ino> {
+        let mut named = txn
+            .ops
+            .iter()
+            .filter_map(|o| match self.keys.decode(o.key()) {
+                Some(Key::Dentry { parent, .. }) => Some(parent),
+                _ => None,
+            });
+        let d = named.next()?;
+        if named.any(|p| p != d) {
+            return None;
+        }
+        // Besides `d`, only directories this commit creates (a mkdir's
+        // new times key).
+        let created = |x: Ino| {
+            txn.conds
+                .iter()
+                .any(|c| matches!(c, Cond::Absent(k) if *k == self.keys.inode(x)))
+        };
+        if dirs.iter().any(|x| *x != d && !created(*x)) {
+            return None;
+        }
+        if self.delegs.keys.load(Relaxed) >= self.cfg.delegation_keys_max {
+            return None;
+        }
+        let t = self.delegs.table();
+        if let Some((until, _)) = t.hold_off.get(&d) {
+            if Instant::now() < *until {
+                return None;
+            }
+        }
+        Some(d)
+    }
+
+    /// Takes the delegation of `dir`: one commit, then its entries and
+    /// times read into an image. None when another mount holds or asks
+    /// for it, or the directory is too large to hold.
+    fn acquire(&self, dir: Ino, until: Instant) -> Result<Option<Arc<Deleg>>> {
+        let (sid, lease) = self.session.current()?;
+        if !self.lease_fresh(sid) {
+            return Ok(None);
+        }
+        if self.delegs.held.load(Relaxed) >= HELD_MAX {
+            // Room: the one used longest ago goes.
+            let all: Vec<Arc<Deleg>> = self.delegs.table().held.values().cloned().collect();
+            let oldest = all.iter().min_by_key(|d| lock(&d.img).used).cloned();
+            if let Some(d) = oldest {
+                self.end(&d, End::Here)?;
+            }
+        }
+        let yk = self.keys.deleg(dir);
+        let mut t = Tx::default();
+        t.absent(yk.clone())
+            .absent(self.keys.recall(dir))
+            .exists(self.keys.inode(dir))
+            .put_leased(yk.clone(), schema::encode_u64(sid), lease);
+        let Some(y_rev) = self.commit_one(t.txn, until)? else {
+            self.hold_off(dir, false);
+            return Ok(None);
+        };
+        // Nobody changes the directory's entries from here on: what the
+        // engine has now is the image.
+        let per_dir = self.per_dir_max();
+        let tk = self.keys.dir_times(dir);
+        let loaded = self
+            .kv_scan(&self.keys.dentries(dir), per_dir + 1)
+            .and_then(|e| Ok((e, self.kv_get_many(&[&tk])?.0)));
+        let (entries, times) = match loaded {
+            Ok(v) => v,
+            Err(e) => {
+                // Given back untouched (or it goes with the session).
+                let mut t = Tx::default();
+                t.rev(yk.clone(), y_rev).del(yk);
+                let _ = self.commit_one(t.txn, until);
+                return Err(e);
+            }
+        };
+        let mut keys = BTreeMap::new();
+        for e in entries.into_iter().chain(times.into_iter().flatten()) {
+            keys.insert(
+                e.key,
+                Slot {
+                    value: Some(e.value),
+                    rev: e.rev,
+                    dirty: false,
+                    in_engine: true,
+                },
+            );
+        }
+        let n = keys.len();
+        let d = Arc::new(Deleg {
+            dir,
+            sid,
+            y_rev,
+            img: Mutex::new(Image {
+                live: true,
+                keys,
+                counted: n,
+                guards: Vec::new(),
+                dirty: 0,
+                dirty_since: None,
+                used: Instant::now(),
+            }),
+        });
+        {
+            let mut t = self.delegs.table();
+            t.held.insert(dir, d.clone());
+            self.delegs.held.store(t.held.len(), Relaxed);
+        }
+        self.delegs.keys.fetch_add(n, Relaxed);
+        Stats::inc(&self.stats.delegations_taken);
+        self.deleg_stats();
+        if n > per_dir {
+            self.end(&d, End::TooBig)?;
+            return Ok(None);
+        }
+        Ok(Some(d))
+    }
+
+    /// Commits `txn`, which touches keys of delegation `d`: into the image
+    /// when it touches nothing else, else to the engine with the image's
+    /// pending changes.
+    fn commit_held(
+        &self,
+        d: &Arc<Deleg>,
+        txn: Txn,
+        until: Instant,
+        uploads: bool,
+        dirs: &[Ino],
+    ) -> Result<Option<Rev>> {
+        let mut img = lock(&d.img);
+        if !img.live {
+            return Ok(None);
+        }
+        img.used = Instant::now();
+        // Inodes this commit creates (their key is checked absent: inode
+        // numbers are never reused, so nobody else can know them).
+        let created: HashSet<Ino> = txn
+            .conds
+            .iter()
+            .filter_map(|c| match c {
+                Cond::Absent(k) => match self.keys.decode(k) {
+                    Some(Key::Inode(i)) => Some(i),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .filter(|i| {
+                txn.ops
+                    .iter()
+                    .any(|o| matches!(o, Op::Put { key, .. } if *key == self.keys.inode(*i)))
+            })
+            .collect();
+        let dir_rec = self.keys.inode(d.dir);
+        let owned = |k: &[u8], t: &Table| -> bool {
+            if held_dir_of(&self.keys, k) == Some(d.dir) {
+                return true;
+            }
+            // This session's record keeping an inode created here open
+            // after its last name went (unlink while open).
+            if let Some(Key::Open(s, i)) = self.keys.decode(k) {
+                return s == d.sid && (created.contains(&i) || t.fresh.get(&i) == Some(&d.dir));
+            }
+            match inode_of(&self.keys, k) {
+                Some(i) => created.contains(&i) || t.fresh.get(&i) == Some(&d.dir),
+                None => false,
+            }
+        };
+        let (own_conds, other_conds, all_owned, deferred) = {
+            let t = self.delegs.table();
+            let mut own_conds = Vec::new();
+            let mut other_conds = Vec::new();
+            for c in &txn.conds {
+                let k = cond_key(c);
+                let empty_here = matches!(c, Cond::Empty(a, _)
+                    if self.keys.entries_range_dir(a) == Some(d.dir));
+                if empty_here || (!matches!(c, Cond::Empty(..)) && owned(k, &t)) {
+                    own_conds.push(c);
+                } else if matches!(c, Cond::Exists(k) if *k == dir_rec) {
+                    // The directory stays while it is delegated (its
+                    // removal ends the delegation first).
+                } else {
+                    other_conds.push(c.clone());
+                }
+            }
+            let ops_owned = txn.ops.iter().all(|o| owned(o.key(), &t));
+            let all = other_conds.is_empty() && ops_owned;
+            let deferred = if all {
+                None
+            } else {
+                self.deferrable(&txn, &other_conds, |k| owned(k, &t))
+            };
+            (own_conds, other_conds, all, deferred)
+        };
+        // A version from an image on a key the image no longer owns (a
+        // batch went to the engine since it was read) never matches the
+        // engine: read again rather than send a commit bound to fail.
+        let stale = other_conds
+            .iter()
+            .any(|c| matches!(c, Cond::Rev(_, r) if *r >= LOCAL_REV_BASE));
+        if stale || !own_conds.iter().all(|c| img.holds(c)) {
+            Stats::inc(&self.stats.delegation_conflicts);
+            return Ok(None);
+        }
+        if all_owned && !uploads && self.lease_fresh(d.sid) {
+            let rev = self.delegs.next_rev();
+            for op in &txn.ops {
+                img.apply(op, rev, true);
+            }
+            self.recount(&mut img);
+            if !created.is_empty() {
+                let mut t = self.delegs.table();
+                for i in &created {
+                    t.fresh.insert(*i, d.dir);
+                }
+            }
+            self.cache_applied(&txn, rev);
+            Stats::inc(&self.stats.delegation_local_ops);
+            if img.dirty >= FLUSH_KEYS {
+                if let Err(e) = self.flush_image(d, &mut img, None, until) {
+                    tracing::warn!("directory {}: batch not committed yet: {e}", d.dir);
+                }
+            }
+            let too_big = img.keys.len() > self.per_dir_max();
+            drop(img);
+            if too_big {
+                self.end(d, End::TooBig)?;
+            }
+            return Ok(Some(rev));
+        }
+        if let Some((x, r, queue)) = deferred.filter(|_| !uploads && self.lease_fresh(d.sid)) {
+            // The last link of a file that existed before: freed with the
+            // next batch, conditioned on its record as read here.
+            let rev = self.delegs.next_rev();
+            let dir = d.dir;
+            for op in &txn.ops {
+                let mine = held_dir_of(&self.keys, op.key()) == Some(dir);
+                if mine {
+                    img.apply(op, rev, true);
+                } else {
+                    img.apply_foreign(op, rev);
+                }
+            }
+            img.guards.push(Guard {
+                ino: x,
+                rev: r,
+                queue,
+            });
+            self.recount(&mut img);
+            self.delegs.table().guarded.insert(x, dir);
+            self.cache_applied(&txn, rev);
+            Stats::inc(&self.stats.delegation_local_ops);
+            Stats::inc(&self.stats.delegation_deferred_frees);
+            if img.dirty + img.guards.len() >= FLUSH_KEYS {
+                if let Err(e) = self.flush_image(d, &mut img, None, until) {
+                    tracing::warn!("directory {dir}: batch not committed yet: {e}");
+                }
+            }
+            return Ok(Some(rev));
+        }
+        // To the engine, with what the image has pending.
+        if img.dirty + img.guards.len() + txn.ops.len() > FLUSH_KEYS {
+            self.flush_image(d, &mut img, None, until)?;
+            if !img.live {
+                return Ok(None);
+            }
+        }
+        let mut t = Txn {
+            conds: other_conds,
+            ops: img.pending(),
+        };
+        t.conds.extend(img.guard_conds(&self.keys));
+        t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
+        t.ops.extend(txn.ops.iter().cloned());
+        Stats::inc(&self.stats.delegation_passed);
+        for p in dirs.iter().filter(|p| **p != d.dir) {
+            t.conds.push(Cond::Absent(self.keys.deleg(*p)));
+        }
+        match self.commit_one(t, until)? {
+            Some(rev) => {
+                img.committed(rev);
+                for op in &txn.ops {
+                    if owned_after(self, d, op.key()) {
+                        img.apply(op, rev, false);
+                    }
+                }
+                self.settle_fresh(d, &mut img);
+                Ok(Some(rev))
+            }
+            None => {
+                if self.check_still_held(d, &mut img)? {
+                    self.recheck_guards(&mut img)?;
+                }
+                drop(img);
+                let others: Vec<Ino> = dirs.iter().copied().filter(|p| *p != d.dir).collect();
+                self.recall_blockers(&others)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Most keys one directory's image may hold.
+    fn per_dir_max(&self) -> usize {
+        (self.cfg.delegation_keys_max / 8).max(64)
+    }
+
+    /// The inode records an operation applied to an image wrote, into the
+    /// inode cache. Its delete-queue items are counted when their batch is
+    /// committed (`commit_one`), not here.
+    fn cache_applied(&self, txn: &Txn, rev: Rev) {
+        let inodes = Txn {
+            conds: Vec::new(),
+            ops: txn
+                .ops
+                .iter()
+                .filter(|o| !matches!(self.keys.decode(o.key()), Some(Key::Queue(..))))
+                .cloned()
+                .collect(),
+        };
+        self.cache_written(&inodes, rev);
+    }
+
+    /// Brings the mount's count of image keys up to date with `img`.
+    fn recount(&self, img: &mut Image) {
+        let now = img.keys.len();
+        if now >= img.counted {
+            self.delegs.keys.fetch_add(now - img.counted, Relaxed);
+        } else {
+            self.delegs.keys.fetch_sub(img.counted - now, Relaxed);
+        }
+        img.counted = now;
+        self.deleg_stats();
+    }
+
+    /// After the image went to the engine: the inodes created in the
+    /// directory are the engine's now, their keys leave the image.
+    fn settle_fresh(&self, d: &Deleg, img: &mut Image) {
+        let mut t = self.delegs.table();
+        t.fresh.retain(|_, dir| *dir != d.dir);
+        t.guarded.retain(|_, dir| *dir != d.dir);
+        drop(t);
+        img.keys
+            .retain(|k, _| held_dir_of(&self.keys, k) == Some(d.dir));
+        self.recount(img);
+    }
+
+    /// A commit conditioned on the delegation failed: if the delegation is
+    /// gone (the session expired), what the image had pending is lost.
+    fn check_still_held(&self, d: &Deleg, img: &mut Image) -> Result<bool> {
+        let (got, _) = self.kv_get_many(&[&self.keys.deleg(d.dir)])?;
+        if got[0].as_ref().is_some_and(|e| e.rev == d.y_rev) {
+            return Ok(true);
+        }
+        Stats::inc(&self.stats.delegations_lost);
+        tracing::error!(
+            "directory {}: delegation lost with its session; {} changes of the last batch are not in the volume",
+            d.dir,
+            img.dirty
+        );
+        self.drop_image(d, img);
+        Ok(false)
+    }
+
+    fn drop_image(&self, d: &Deleg, img: &mut Image) {
+        img.live = false;
+        img.keys.clear();
+        img.guards.clear();
+        img.dirty = 0;
+        img.dirty_since = None;
+        self.recount(img);
+        let mut t = self.delegs.table();
+        t.fresh.retain(|_, dir| *dir != d.dir);
+        t.guarded.retain(|_, dir| *dir != d.dir);
+        if t.held.get(&d.dir).is_some_and(|h| std::ptr::eq(&**h, d)) {
+            t.held.remove(&d.dir);
+        }
+        self.delegs.held.store(t.held.len(), Relaxed);
+        drop(t);
+        self.deleg_stats();
+        // Whatever this kernel was told of the directory's inodes came from
+        // the image: read it again.
+        self.icache.forget(d.dir);
+    }
+
+    /// Commits an image's pending changes (and, with `end`, the end of the
+    /// delegation), in one commit conditioned on the delegation.
+    fn flush_image(
+        &self,
+        d: &Deleg,
+        img: &mut Image,
+        end: Option<Ino>,
+        until: Instant,
+    ) -> Result<()> {
+        if img.dirty == 0 && end.is_none() {
+            return Ok(());
+        }
+        for _ in 0..GUARD_RETRIES {
+            let mut t = Txn {
+                conds: img.guard_conds(&self.keys),
+                ops: img.pending(),
+            };
+            t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
+            if let Some(dir) = end {
+                t.ops.push(Op::Delete(self.keys.deleg(dir)));
+                t.ops.push(Op::Delete(self.keys.recall(dir)));
+            }
+            if let Some(rev) = self.commit_one(t, until)? {
+                Stats::inc(&self.stats.delegation_flushes);
+                img.committed(rev);
+                self.settle_fresh(d, img);
+                return Ok(());
+            }
+            if !self.check_still_held(d, img)? {
+                return Ok(());
+            }
+            // A guarded file changed under the batch: worked out again.
+            self.recheck_guards(img)?;
+        }
+        Err(EngineError::Store(StoreError::Unavailable(format!(
+            "directory {}: the batch kept conflicting with other writers",
+            d.dir
+        ))))
+    }
+
+    /// Works out again the frees of guarded files whose record changed
+    /// since it was read (another mount wrote through a handle it held, or
+    /// linked it through one): one link less of the record as it is now.
+    fn recheck_guards(&self, img: &mut Image) -> Result<()> {
+        if img.guards.is_empty() {
+            return Ok(());
+        }
+        let ks: Vec<Vec<u8>> = img.guards.iter().map(|g| self.keys.inode(g.ino)).collect();
+        let refs: Vec<&[u8]> = ks.iter().map(Vec::as_slice).collect();
+        let (got, _) = self.kv_get_many(&refs)?;
+        let rev = self.delegs.next_rev();
+        let mut guards = std::mem::take(&mut img.guards);
+        let mut keep = Vec::with_capacity(guards.len());
+        for (g, e) in guards.drain(..).zip(got) {
+            let (ik, xk) = (self.keys.inode(g.ino), self.keys.xattrs(g.ino));
+            match e {
+                Some(e) if e.rev == g.rev => keep.push(g),
+                None => {
+                    // Freed by someone else: nothing left to do.
+                    img.forget(&ik);
+                    img.forget(&xk);
+                    if let Some(q) = &g.queue {
+                        img.forget(q);
+                    }
+                }
+                Some(e) => {
+                    Stats::inc(&self.stats.delegation_guard_rechecks);
+                    let mut i = schema::decode_inode(g.ino, &e.value)?;
+                    img.forget(&ik);
+                    img.forget(&xk);
+                    let mut queue = g.queue.clone();
+                    if i.nlink > 1 {
+                        i.nlink -= 1;
+                        i.ctime = churnfs_vfs::Timespec::now();
+                        img.apply_foreign(
+                            &Op::Put {
+                                key: ik,
+                                value: schema::encode_inode(g.ino, &i),
+                                lease: None,
+                            },
+                            rev,
+                        );
+                        if let Some(q) = queue.take() {
+                            img.forget(&q);
+                        }
+                    } else {
+                        img.apply_foreign(&Op::Delete(ik), rev);
+                        if i.has_xattrs {
+                            img.apply_foreign(&Op::Delete(xk), rev);
+                        }
+                        if !i.inline || i.garbage.is_some() {
+                            let q = match queue.take() {
+                                Some(q) => q,
+                                None => self.queue_key()?,
+                            };
+                            img.apply_foreign(
+                                &Op::Put {
+                                    key: q.clone(),
+                                    value: schema::encode_work(&schema::Work::Chunks {
+                                        ino: g.ino,
+                                        from: 0,
+                                        to: u64::MAX,
+                                        stamp: u64::MAX,
+                                    }),
+                                    lease: None,
+                                },
+                                rev,
+                            );
+                            queue = Some(q);
+                        } else if let Some(q) = queue.take() {
+                            img.forget(&q);
+                        }
+                    }
+                    keep.push(Guard {
+                        ino: g.ino,
+                        rev: e.rev,
+                        queue,
+                    });
+                }
+            }
+        }
+        img.guards = keep;
+        self.recount(img);
+        Ok(())
+    }
+
+    /// Is this commit the free of a file that existed before, by the
+    /// removal of its last name in the delegated directory? Its one
+    /// condition on a key the image does not own is the file's record;
+    /// its writes there delete the record (and xattrs) and queue the
+    /// data. Returns the file, the record's version and the queue item.
+    fn deferrable(
+        &self,
+        txn: &Txn,
+        other: &[Cond],
+        owned: impl Fn(&[u8]) -> bool,
+    ) -> Option<(Ino, Rev, Option<Vec<u8>>)> {
+        let [Cond::Rev(k, r)] = other else {
+            return None;
+        };
+        let Some(Key::Inode(x)) = self.keys.decode(k) else {
+            return None;
+        };
+        let sid = self.session.current().ok()?.0;
+        let (mut frees, mut removes_name, mut queue) = (false, false, None);
+        for op in &txn.ops {
+            let key = op.key();
+            let decoded = self.keys.decode(key);
+            if owned(key) {
+                if matches!((op, &decoded), (Op::Delete(_), Some(Key::Dentry { .. }))) {
+                    removes_name = true;
+                }
+                continue;
+            }
+            match (decoded, op) {
+                (Some(Key::Inode(i)), Op::Delete(_)) if i == x => frees = true,
+                (Some(Key::Xattr(i)), Op::Delete(_)) if i == x => {}
+                (Some(Key::Queue(s, _)), Op::Put { .. }) if s == sid && queue.is_none() => {
+                    queue = Some(key.to_vec());
+                }
+                _ => return None,
+            }
+        }
+        (frees && removes_name).then_some((x, *r, queue))
+    }
+
+    /// Ends a delegation: its image committed with the end, in one commit.
+    fn end(&self, d: &Arc<Deleg>, why: End) -> Result<()> {
+        let mut img = lock(&d.img);
+        if !img.live {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.cfg.op_timeout;
+        let r = self.flush_image(d, &mut img, Some(d.dir), deadline);
+        if let Err(e) = r {
+            if why != End::Unmount {
+                return Err(e);
+            }
+            tracing::error!("directory {}: batch not committed at unmount: {e}", d.dir);
+        }
+        self.drop_image(d, &mut img);
+        drop(img);
+        match why {
+            End::Recalled => {
+                Stats::inc(&self.stats.delegations_recalled);
+                self.hold_off(d.dir, true);
+            }
+            End::TooBig => {
+                let mut t = self.delegs.table();
+                t.hold_off
+                    .insert(d.dir, (Instant::now() + HOLD_OFF_LONGEST, HOLD_OFF_LONGEST));
+            }
+            End::Here | End::Unmount => Stats::inc(&self.stats.delegations_ended),
+        }
+        Ok(())
+    }
+
+    /// Leaves `dir` alone for a while: the hold-off doubles while it keeps
+    /// being recalled (`longer`).
+    fn hold_off(&self, dir: Ino, longer: bool) {
+        let base = self.cfg.delegation_hold_off;
+        let mut t = self.delegs.table();
+        if t.hold_off.len() >= HOLD_OFF_MAX {
+            let now = Instant::now();
+            t.hold_off.retain(|_, (u, _)| now < *u);
+            if t.hold_off.len() >= HOLD_OFF_MAX {
+                t.hold_off.clear();
+            }
+        }
+        let next = match t.hold_off.get(&dir) {
+            Some((u, d)) if longer && Instant::now() < *u + *d * 2 => {
+                (*d * 2).min(HOLD_OFF_LONGEST)
+            }
+            _ => base,
+        };
+        t.hold_off.insert(dir, (Instant::now() + next, next));
+    }
+
+    /// Sends a delegation's image to the engine now.
+    fn flush_deleg(&self, d: &Deleg, until: Instant) -> Result<()> {
+        let mut img = lock(&d.img);
+        if img.live {
+            self.flush_image(d, &mut img, None, until)?;
+        }
+        Ok(())
+    }
+
+    /// fsync of `ino` (a file created in a delegated directory, or the
+    /// directory): its delegation's image goes to the engine now.
+    pub(crate) fn deleg_sync(&self, ino: Ino) -> Result<()> {
+        if self.delegs.held.load(Relaxed) == 0 {
+            return Ok(());
+        }
+        let d = {
+            let t = self.delegs.table();
+            let dir = t.fresh.get(&ino).copied().unwrap_or(ino);
+            t.held.get(&dir).cloned()
+        };
+        if let Some(d) = d {
+            self.flush_deleg(&d, Instant::now() + self.cfg.op_timeout)?;
+        }
+        Ok(())
+    }
+
+    /// One round of the delegation thread: gives back what other mounts
+    /// asked for, commits images whose changes waited `delegation_flush`.
+    pub fn delegation_round(&self) -> Result<()> {
+        let mut asked: Vec<Ino> = std::mem::take(&mut *lock(&self.delegs.asked));
+        if self.delegs.held.load(Relaxed) == 0 {
+            return Ok(());
+        }
+        // The watch says at once who asked for what; the list is read here
+        // too, every `delegation_poll`, for a watch that fell behind.
+        let poll = {
+            let mut p = lock(&self.delegs.polled);
+            let due = p.is_none_or(|t| t.elapsed() >= self.cfg.delegation_poll);
+            if due {
+                *p = Some(Instant::now());
+            }
+            due
+        };
+        if poll {
+            for e in self.kv_scan(&self.keys.recalls(), HELD_MAX)? {
+                if let Some(Key::Recall(dir)) = self.keys.decode(&e.key) {
+                    asked.push(dir);
+                }
+            }
+        }
+        for dir in asked {
+            if let Some(d) = self.delegs.held(dir) {
+                self.end(&d, End::Recalled)?;
+            }
+        }
+        let mut all: Vec<Arc<Deleg>> = self.delegs.table().held.values().cloned().collect();
+        all.sort_by_key(|d| d.dir);
+        let me = self.session.current().map(|(s, _)| s).ok();
+        let mut due = Vec::new();
+        for d in all {
+            let mut img = lock(&d.img);
+            if !img.live {
+                continue;
+            }
+            if me != Some(d.sid) {
+                // The session changed: this delegation went with the old
+                // one (commits conditioned on it fail).
+                self.check_still_held(&d, &mut img)?;
+                continue;
+            }
+            if img
+                .dirty_since
+                .is_some_and(|t| t.elapsed() >= self.cfg.delegation_flush)
+            {
+                drop(img);
+                due.push(d);
+            }
+        }
+        self.flush_together(&due)
+    }
+
+    /// Commits the images of several directories, as many in one commit
+    /// as fit (`FLUSH_KEYS` changes): a mount changing many directories
+    /// at once (fs_mark's hundred) sends a few commits per interval, not
+    /// one per directory. Images are locked in directory order (no other
+    /// thread holds two).
+    fn flush_together(&self, due: &[Arc<Deleg>]) -> Result<()> {
+        let deadline = Instant::now() + self.cfg.op_timeout;
+        let mut at = 0;
+        while at < due.len() {
+            let mut held: Vec<(&Deleg, MutexGuard<'_, Image>)> = Vec::new();
+            let mut t = Txn::default();
+            while at < due.len() {
+                let d = &due[at];
+                let img = lock(&d.img);
+                if !img.live || img.dirty == 0 {
+                    at += 1;
+                    continue;
+                }
+                if !held.is_empty() && t.ops.len() + img.dirty > FLUSH_KEYS {
+                    break;
+                }
+                t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
+                t.conds.extend(img.guard_conds(&self.keys));
+                t.ops.extend(img.pending());
+                held.push((d, img));
+                at += 1;
+            }
+            match held.len() {
+                0 => {}
+                1 => {
+                    let (d, mut img) = held.pop().expect("one image");
+                    self.flush_image(d, &mut img, None, deadline)?;
+                }
+                _ => match self.commit_one(t, deadline)? {
+                    Some(rev) => {
+                        for (d, img) in held.iter_mut() {
+                            img.committed(rev);
+                            self.settle_fresh(d, img);
+                            Stats::inc(&self.stats.delegation_flushes);
+                        }
+                    }
+                    // One of them is lost: each alone says which.
+                    None => {
+                        for (d, img) in held.iter_mut() {
+                            self.flush_image(d, img, None, deadline)?;
+                        }
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends every delegation (unmount).
+    pub(crate) fn end_all_delegations(&self) {
+        let all: Vec<Arc<Deleg>> = self.delegs.table().held.values().cloned().collect();
+        for d in all {
+            if let Err(e) = self.end(&d, End::Unmount) {
+                tracing::error!("directory {}: delegation not ended: {e}", d.dir);
+            }
+        }
+    }
+
+    /// Directories delegated to this mount (tests, stats).
+    pub fn delegated(&self) -> Vec<Ino> {
+        let mut v: Vec<Ino> = self.delegs.table().held.keys().copied().collect();
+        v.sort();
+        v
+    }
+}
+
+/// After a commit that passed through to the engine: does the image keep
+/// this key? (The directory's entries and times: yes; inodes created in
+/// it are the engine's from now on.)
+fn owned_after(fs: &SharedFs, d: &Deleg, k: &[u8]) -> bool {
+    held_dir_of(&fs.keys, k) == Some(d.dir)
+}
+
+/// Starts the delegation thread: recalls answered within
+/// `delegation_poll`, batches committed after `delegation_flush`.
+pub(crate) fn start(fs: &Arc<SharedFs>) -> Result<()> {
+    let weak: Weak<SharedFs> = Arc::downgrade(fs);
+    let every = (fs.cfg.delegation_flush / 2).min(fs.cfg.delegation_poll);
+    let h = std::thread::Builder::new()
+        .name("churnfs-deleg".into())
+        .spawn(move || loop {
+            let Some(fs) = weak.upgrade() else { return };
+            if fs.stopping.load(Relaxed) {
+                return;
+            }
+            if let Err(e) = fs.delegation_round() {
+                tracing::warn!("delegations: {e}");
+            }
+            fs.delegs.nap(every);
+        })
+        .map_err(|e| EngineError::Store(StoreError::Engine(format!("thread: {e}"))))?;
+    lock(&fs.threads).push(h);
+    Ok(())
+}

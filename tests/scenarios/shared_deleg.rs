@@ -1,0 +1,231 @@
+//! Delegated directories (docs/design.md §15): a directory one mount
+//! alone changes is applied in that mount and committed in batches;
+//! another mount's first look, or its first change, takes it back; a
+//! holder that dies loses no more than its last batch, and leaves the
+//! volume consistent.
+
+use churnfs_shared::SharedFs;
+use churnfs_tests::shared::{sim_config_delegated, Cluster};
+use churnfs_tests::CTX;
+use churnfs_vfs::{EngineError, Ino};
+use std::time::Duration;
+
+fn dir(m: &SharedFs, name: &str) -> Ino {
+    m.mkdir(CTX, Ino::ROOT, name.as_bytes(), 0o755)
+        .expect("mkdir")
+        .ino
+}
+
+/// A spool's cycle: create, write, close, unlink.
+fn cycle(m: &SharedFs, d: Ino, name: &str) {
+    let (a, _) = m.create(CTX, d, name.as_bytes(), 0o644).expect("create");
+    m.write(a.ino, 0, b"one spool file", false).expect("write");
+    m.release(a.ino).expect("close");
+    m.unlink(d, name.as_bytes()).expect("unlink");
+}
+
+fn names(m: &SharedFs, d: Ino) -> Vec<String> {
+    let mut v = Vec::new();
+    m.readdir(d, 0, false, &mut |e| {
+        if e.name != b"." && e.name != b".." {
+            v.push(String::from_utf8_lossy(e.name).into_owned());
+        }
+        true
+    })
+    .expect("readdir");
+    v.sort();
+    v
+}
+
+/// Slow batches: what the holder applied stays in its image until a
+/// recall, an fsync or unmount (the test says when).
+fn held_config() -> churnfs_shared::SharedConfig {
+    churnfs_shared::SharedConfig {
+        delegation_flush: Duration::from_secs(3600),
+        ..sim_config_delegated()
+    }
+}
+
+#[test]
+fn files_created_and_removed_in_a_delegated_directory_never_reach_the_engine() {
+    let c = Cluster::new(1, held_config());
+    let m = &c.mounts[0];
+    let d = dir(m, "spool");
+    cycle(m, d, "first");
+    assert!(
+        m.delegated().contains(&d),
+        "the directory was not delegated"
+    );
+    let before = c.stat(0, "kv_commits");
+    for i in 0..500 {
+        cycle(m, d, &format!("f{i}"));
+    }
+    let commits = c.stat(0, "kv_commits") - before;
+    // Inode numbers come 7 at a time in the simulation: one commit per 7
+    // creates is the counter's; none is the files'.
+    assert!(
+        commits <= 500 / 7 + 2,
+        "{commits} engine commits for 500 cycles in a delegated directory"
+    );
+    // Three operations a cycle commit (create, close, unlink).
+    let local = c.stat(0, "delegation_local_ops");
+    assert!(local >= 1500, "{local} operations answered from the image");
+    assert!(names(m, d).is_empty());
+    m.shutdown().expect("unmount");
+    c.fsck();
+}
+
+#[test]
+fn another_mount_reading_a_delegated_directory_takes_it_back_and_sees_every_change() {
+    let c = Cluster::new(2, held_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(a, "d");
+    for i in 0..20 {
+        let (f, _) = a
+            .create(CTX, d, format!("f{i}").as_bytes(), 0o644)
+            .expect("create");
+        a.write(f.ino, 0, format!("data {i}").as_bytes(), false)
+            .expect("write");
+        a.release(f.ino).expect("close");
+    }
+    a.unlink(d, b"f3").expect("unlink");
+    assert!(a.delegated().contains(&d));
+    // A lookup on the other mount (no listing first) recalls it.
+    let f7 = b
+        .lookup(d, b"f7")
+        .expect("lookup of a file the holder made");
+    assert_eq!(b.read(f7.ino, 0, 64).expect("read"), b"data 7");
+    assert!(matches!(b.lookup(d, b"f3"), Err(EngineError::NotFound)));
+    assert!(
+        !a.delegated().contains(&d),
+        "the delegation was not given back"
+    );
+    assert_eq!(c.stat(0, "delegations_recalled"), 1);
+    assert_eq!(names(b, d).len(), 19);
+    c.fsck();
+}
+
+#[test]
+fn a_create_on_another_mount_conflicts_with_a_name_the_holder_has_not_committed() {
+    let c = Cluster::new(2, held_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(a, "d");
+    a.create(CTX, d, b"x", 0o644).expect("create");
+    a.create(CTX, d, b"y", 0o644).expect("create");
+    assert!(a.delegated().contains(&d));
+    // b's create reads nothing of the directory first: its commit finds
+    // the delegation, recalls it, and runs again on what a committed.
+    assert!(matches!(
+        b.create(CTX, d, b"x", 0o644),
+        Err(EngineError::Exists)
+    ));
+    b.create(CTX, d, b"z", 0o644).expect("create");
+    assert_eq!(names(a, d), vec!["x", "y", "z"]);
+    c.fsck();
+}
+
+#[test]
+fn fsync_commits_a_delegated_directorys_batch() {
+    let mut c = Cluster::new(2, held_config());
+    c.may_crash = true;
+    let a = c.mounts[0].clone();
+    let d = dir(&a, "d");
+    let (kept, _) = a.create(CTX, d, b"kept", 0o644).expect("create");
+    a.write(kept.ino, 0, b"synced", false).expect("write");
+    a.release(kept.ino).expect("close");
+    churnfs_vfs::Backend::fsync(&*a, kept.ino).expect("fsync");
+    a.create(CTX, d, b"lost", 0o644).expect("create");
+    assert!(a.delegated().contains(&d));
+    // The holder dies: its delegation goes with its lease, and with it
+    // the batch it had not committed; the volume stays consistent.
+    drop(a);
+    c.crash(0);
+    let b = &c.mounts[1];
+    assert_eq!(names(b, d), vec!["kept"]);
+    let k = b.lookup(d, b"kept").expect("lookup");
+    assert_eq!(b.read(k.ino, 0, 64).expect("read"), b"synced");
+    c.settle();
+    c.fsck();
+}
+
+#[test]
+fn a_directory_too_large_for_an_image_is_not_delegated() {
+    let c = Cluster::new(1, held_config());
+    let m = &c.mounts[0];
+    let d = dir(m, "big");
+    // 512 keys in all: one directory may hold 64.
+    for i in 0..100 {
+        m.create(CTX, d, format!("f{i:03}").as_bytes(), 0o644)
+            .expect("create");
+    }
+    assert!(
+        !m.delegated().contains(&d),
+        "a directory past the bound is held"
+    );
+    assert_eq!(names(m, d).len(), 100);
+    m.shutdown().expect("unmount");
+    c.fsck();
+}
+
+/// Files that existed before their directory was delegated: their
+/// removal is applied in the holder and their frees go with the batch,
+/// not one commit each.
+#[test]
+fn removing_files_from_before_the_delegation_goes_in_batches() {
+    let c = Cluster::new(2, held_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(b, "tree");
+    for i in 0..40 {
+        let (f, _) = b
+            .create(CTX, d, format!("f{i:02}").as_bytes(), 0o644)
+            .expect("create");
+        b.write(f.ino, 0, b"made on the other mount", false)
+            .expect("write");
+        b.release(f.ino).expect("close");
+    }
+    churnfs_vfs::Backend::fsync(&**b, d).expect("fsync");
+    let before = c.stat(0, "kv_commits");
+    for i in 0..40 {
+        a.unlink(d, format!("f{i:02}").as_bytes()).expect("unlink");
+    }
+    assert!(a.delegated().contains(&d));
+    assert_eq!(c.stat(0, "delegation_deferred_frees"), 40);
+    let commits = c.stat(0, "kv_commits") - before;
+    // One to take the directory (b gave it back), at most two batches.
+    assert!(commits <= 4, "{commits} commits for 40 unlinks");
+    assert!(names(b, d).is_empty(), "b still sees names a removed");
+    c.settle();
+    c.fsck();
+}
+
+/// A file whose free waits in a batch while another mount, which had it
+/// open, writes to it: the batch's condition on the record fails, the
+/// free is worked out again from the record as it is now (its data in
+/// objects, which the delete queue then removes), and nothing leaks.
+#[test]
+fn a_free_waiting_in_a_batch_follows_a_write_from_another_mount() {
+    let c = Cluster::new(2, held_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(a, "d");
+    let (f, _) = a.create(CTX, d, b"f", 0o644).expect("create");
+    a.write(f.ino, 0, b"small", false).expect("write");
+    a.release(f.ino).expect("close");
+    // b opens the file (taking the directory back from a).
+    let bf = b.lookup(d, b"f").expect("lookup");
+    b.open(bf.ino).expect("open");
+    std::thread::sleep(Duration::from_millis(20));
+    // a removes it: a takes the directory again, the free waits.
+    a.unlink(d, b"f").expect("unlink");
+    assert_eq!(c.stat(0, "delegation_deferred_frees"), 1);
+    // b writes through its handle past the inline size: objects.
+    let data = vec![7u8; 64 * 1024];
+    b.write(bf.ino, 0, &data, false).expect("write");
+    b.release(bf.ino).expect("close");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
+    assert!(c.stat(0, "delegation_guard_rechecks") >= 1);
+    assert!(matches!(b.lookup(d, b"f"), Err(EngineError::NotFound)));
+    c.settle();
+    let r = c.fsck();
+    assert_eq!(r.unreferenced_objects, 0, "the file's objects leaked");
+}
+
