@@ -228,4 +228,3 @@ fn a_free_waiting_in_a_batch_follows_a_write_from_another_mount() {
     let r = c.fsck();
     assert_eq!(r.unreferenced_objects, 0, "the file's objects leaked");
 }
-

@@ -592,7 +592,8 @@ impl SharedFs {
                 "directory without its times",
             ));
         }
-        self.icache.put(ino, i.clone(), rec.rev, times, Some(read_at));
+        self.icache
+            .put(ino, i.clone(), rec.rev, times, Some(read_at));
         Ok((i, rec.rev, times))
     }
 
