@@ -48,10 +48,7 @@ case "$ACTION" in
     ;;
   umount) fuse_umount ;;
   remount)
-    if mountpoint -q "$MNT"; then
-      fuse_umount
-    fi
-    wait_daemon_gone 60 || die "daemon did not exit after unmount"
+    unmount_for_remount
     start
     echo "pid=$(daemon_pid)"
     ;;

@@ -35,16 +35,10 @@ case "$ACTION" in
     echo "pid=$(daemon_pid)"
     ;;
   umount) fuse_umount ;;
-  mount2)
-    mkdir -p "$MNT2"
-    start 2
-    wait_mountpoint "$MNT2"
-    echo "mnt2=$MNT2"
-    ;;
+  mount2) second_up ;;
   umount2) second_down ;;
   remount)
-    fuse_umount
-    wait_daemon_gone 60 || die "daemon did not exit after unmount"
+    unmount_for_remount
     start
     wait_mounted
     serving_child

@@ -155,6 +155,23 @@ wait_mountpoint() {
   die "$1 not mounted after 30 s"
 }
 
+# remount's first half: the mount unmounted (if it still is: after `kill`
+# it may not be) and its daemon gone.
+unmount_for_remount() {
+  if mountpoint -q "$MNT"; then
+    fuse_umount
+  fi
+  wait_daemon_gone 60 || die "daemon did not exit after unmount"
+}
+
+# W8's second mount of the namespace, by the target's `start 2`.
+second_up() {
+  mkdir -p "$MNT2"
+  start 2
+  wait_mountpoint "$MNT2"
+  echo "mnt2=$MNT2"
+}
+
 # W8's second mount: unmounted, and its daemon (PID in STATE/pid2) given
 # 10 s to exit before SIGTERM, then SIGKILL.
 second_down() {

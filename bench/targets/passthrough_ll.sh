@@ -43,8 +43,7 @@ case "$ACTION" in
     ;;
   umount) fuse_umount ;;
   remount)
-    fuse_umount
-    wait_daemon_gone 60 || die "daemon did not exit after unmount"
+    unmount_for_remount
     start
     wait_mounted
     echo "pid=$(daemon_pid)"

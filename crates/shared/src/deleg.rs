@@ -967,7 +967,7 @@ impl SharedFs {
                     t.fresh.insert(*i, d.dir);
                 }
             }
-            self.cache_applied(&txn, rev);
+            self.cache_ops(&txn, rev, false);
             Stats::inc(&self.stats.delegation_local_ops);
             if img.dirty >= FLUSH_KEYS {
                 if let Err(e) = self.flush_image(d, &mut img, None, until) {
@@ -1001,7 +1001,7 @@ impl SharedFs {
             });
             self.recount(&mut img);
             self.delegs.table().guarded.insert(x, dir);
-            self.cache_applied(&txn, rev);
+            self.cache_ops(&txn, rev, false);
             Stats::inc(&self.stats.delegation_local_ops);
             Stats::inc(&self.stats.delegation_deferred_frees);
             if img.dirty + img.guards.len() >= FLUSH_KEYS {
@@ -1033,7 +1033,9 @@ impl SharedFs {
             Some(rev) => {
                 img.committed(rev);
                 for op in &txn.ops {
-                    if owned_after(self, d, op.key()) {
+                    // The directory's own keys stay; inodes created in it
+                    // are the engine's from now on.
+                    if held_dir_of(&self.keys, op.key()) == Some(d.dir) {
                         img.apply(op, rev, false);
                     }
                 }
@@ -1055,22 +1057,6 @@ impl SharedFs {
     /// Most keys one directory's image may hold.
     fn per_dir_max(&self) -> usize {
         (self.cfg.delegation_keys_max / 8).max(64)
-    }
-
-    /// The inode records an operation applied to an image wrote, into the
-    /// inode cache. Its delete-queue items are counted when their batch is
-    /// committed (`commit_one`), not here.
-    fn cache_applied(&self, txn: &Txn, rev: Rev) {
-        let inodes = Txn {
-            conds: Vec::new(),
-            ops: txn
-                .ops
-                .iter()
-                .filter(|o| !matches!(self.keys.decode(o.key()), Some(Key::Queue(..))))
-                .cloned()
-                .collect(),
-        };
-        self.cache_written(&inodes, rev);
     }
 
     /// Brings the mount's count of image keys up to date with `img`.
@@ -1503,13 +1489,6 @@ impl SharedFs {
         v.sort();
         v
     }
-}
-
-/// After a commit that passed through to the engine: does the image keep
-/// this key? (The directory's entries and times: yes; inodes created in
-/// it are the engine's from now on.)
-fn owned_after(fs: &SharedFs, d: &Deleg, k: &[u8]) -> bool {
-    held_dir_of(&fs.keys, k) == Some(d.dir)
 }
 
 /// Starts the delegation thread: recalls answered within

@@ -791,9 +791,16 @@ impl SharedFs {
     /// The inode records a commit wrote, into the cache; its delete-queue
     /// items, into the backlog.
     pub(crate) fn cache_written(&self, txn: &Txn, rev: Rev) {
+        self.cache_ops(txn, rev, true)
+    }
+
+    /// `cache_written`; with `queued` false the delete-queue items are not
+    /// counted (an operation applied to a delegated directory's image: they
+    /// are counted when its batch is committed).
+    pub(crate) fn cache_ops(&self, txn: &Txn, rev: Rev, queued: bool) {
         for op in &txn.ops {
             match (self.keys.decode(op.key()), op) {
-                (Some(Key::Queue(..)), Op::Put { .. }) => {
+                (Some(Key::Queue(..)), Op::Put { .. }) if queued => {
                     Stats::inc(&self.stats.delete_queued);
                     let queued = self.stats.delete_queued.load(Relaxed);
                     let done = self.stats.delete_done.load(Relaxed);
