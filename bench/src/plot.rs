@@ -465,6 +465,14 @@ pub fn all(dir: &Path, meta: &Meta, records: &[Record]) -> Result<Vec<(String, S
             true,
             "w9-rm.png",
         ),
+        (
+            "pm",
+            "PM postmark: time of the whole run",
+            "seconds (log)",
+            vec![("wall_s", "postmark")],
+            true,
+            "pm-time.png",
+        ),
     ];
     for (w, title, ydesc, keys, log_y, file) in bar_specs {
         if !has(w) {

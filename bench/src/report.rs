@@ -89,6 +89,7 @@ pub fn short_title(w: &str) -> &'static str {
         "w7" => "W7",
         "w8" => "W8",
         "w9" => "W9",
+        "pm" => "PM",
         _ => "?",
     }
 }
@@ -106,6 +107,7 @@ pub fn title(w: &str) -> &'static str {
         "w7" => "W7 FUSE floor (stat)",
         "w8" => "W8 spool across two mounts (create on one, read and unlink on the other)",
         "w9" => "W9 tree delete (rm -rf beside W2)",
+        "pm" => "PM postmark (files made, transactions, all deleted)",
         _ => "unknown workload",
     }
 }
@@ -235,6 +237,10 @@ pub fn columns(w: &str, size: &Size) -> Vec<Col> {
             col("w2_beside_ratio", "W2 beside / alone", High),
             col("w2_alone", "W2 alone ops/s", High),
             col("build_s", "tree built s", Low),
+        ],
+        "pm" => vec![
+            col("wall_s", "postmark s", Low),
+            col("files_per_s", "files created and deleted /s", High),
         ],
         "w7" => vec![
             col("missing_per_s", "stat missing /s", High),
@@ -463,6 +469,7 @@ pub fn summary_line(w: &str, kv: &[(String, String)]) -> String {
         "w7" => &["missing_per_s", "existing_per_s"],
         "w8" => &["files_per_s", "visible_p99_ms", "lost", "duplicated"],
         "w9" => &["rm_s", "drain_s", "w2_beside_ratio"],
+        "pm" => &["wall_s", "files_per_s"],
         _ => &[],
     };
     let mut parts = Vec::new();

@@ -4,7 +4,7 @@
 
 /// Every workload the suite knows, in report order.
 pub const WORKLOADS: &[&str] = &[
-    "w1", "w1crash", "w2", "w2b", "w3", "w4", "w5", "w6", "w7", "w8", "w9",
+    "w1", "w1crash", "w2", "w2b", "w3", "w4", "w5", "w6", "w7", "w8", "w9", "pm",
 ];
 
 #[derive(Clone, Debug)]
@@ -31,6 +31,8 @@ pub struct Size {
     pub w8_files: u64,
     /// W9: small files, directories, large files.
     pub w9: (u64, u64, u64),
+    /// Postmark: files, transactions.
+    pub pm: (u64, u64),
     /// A workload run taking longer is killed and reported as timed out.
     pub timeout_secs: f64,
     /// Runs of W1, W2 and W6 (long), and of the others (short).
@@ -54,6 +56,7 @@ impl Size {
             w7_secs: 5.0,
             w8_files: 20_000,
             w9: (100_000, 100, 100),
+            pm: (10_000, 30_000),
             timeout_secs: 3600.0,
             long_runs: 1,
             short_runs: 3,
@@ -72,6 +75,7 @@ impl Size {
                 w7_secs: 0.3,
                 w8_files: 200,
                 w9: (500, 5, 1),
+                pm: (100, 300),
                 timeout_secs: 120.0,
                 long_runs: 1,
                 short_runs: 1,
@@ -90,6 +94,7 @@ impl Size {
                 w7_secs: 1.0,
                 w8_files: 2_000,
                 w9: (10_000, 100, 4),
+                pm: (1_000, 3_000),
                 timeout_secs: 600.0,
                 long_runs: 3,
                 short_runs: 3,
@@ -214,6 +219,15 @@ impl Size {
                 self.w9.1.to_string(),
                 s("--large"),
                 self.w9.2.to_string(),
+            ],
+            "pm" => vec![
+                s("pm"),
+                s("--dir"),
+                s(dir),
+                s("--files"),
+                self.pm.0.to_string(),
+                s("--transactions"),
+                self.pm.1.to_string(),
             ],
             other => panic!("unknown workload {other}"),
         };

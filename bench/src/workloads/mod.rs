@@ -1,6 +1,7 @@
 //! The workloads of WORKLOADS.md, each a function from its arguments to
 //! the `key=value` lines it printed.
 
+pub mod pm;
 pub mod w1;
 pub mod w2;
 pub mod w3;

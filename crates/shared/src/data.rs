@@ -10,7 +10,9 @@
 //! - writes gather in the mount's buffer (`FileData::dirty`) and are
 //!   uploaded and committed at close (FLUSH), fsync, or when the file's or
 //!   the mount's dirty bytes reach their bounds: other mounts see them after
-//!   the close (close-to-open);
+//!   the close (close-to-open). A file created in a directory delegated to
+//!   this mount since its last batch keeps its data past the close, until
+//!   that batch (deleg.rs `defer_close`): no other mount can open it before;
 //! - a shrink commits at once: the file's size, a hole over the rest of the
 //!   chunk at the new end, and a garbage range over the chunks past it that
 //!   the delete queue removes (reads of a hidden chunk see a hole, so a
@@ -263,7 +265,9 @@ impl SharedFs {
         if left == 0 {
             if let Some(st) = self.file_state(ino) {
                 let mut fd = lock(&st.inner);
-                r = self.flush_locked(ino, &mut fd);
+                if fd.dirty.is_empty() || !self.defer_close(ino) {
+                    r = self.flush_locked(ino, &mut fd);
+                }
                 if fd.dirty.is_empty() {
                     drop(fd);
                     let mut f = lock(&self.files);
@@ -276,13 +280,138 @@ impl SharedFs {
         r
     }
 
-    /// FLUSH and fsync: the file's dirty data uploaded and committed.
+    /// fsync (and unmount): the file's dirty data uploaded and committed.
     pub fn flush(&self, ino: Ino) -> Result<()> {
         let Some(st) = self.file_state(ino) else {
             return Ok(());
         };
         let mut fd = lock(&st.inner);
         self.flush_locked(ino, &mut fd)
+    }
+
+    /// FLUSH (a close): as `flush`, except for a file created in a
+    /// directory delegated to this mount since its last batch, whose data
+    /// may go with that directory's next batch (deleg.rs `defer_close`):
+    /// no other mount can open it before then.
+    pub fn close(&self, ino: Ino) -> Result<()> {
+        let Some(st) = self.file_state(ino) else {
+            return Ok(());
+        };
+        let mut fd = lock(&st.inner);
+        if fd.dirty.is_empty() || self.defer_close(ino) {
+            return Ok(());
+        }
+        self.flush_locked(ino, &mut fd)
+    }
+
+    /// Flushes files whose closes were deferred, together: the pieces of
+    /// all of them uploaded in one parallel batch, then each committed (to
+    /// its directory's image while it is fresh there). A file unlinked
+    /// with no handle left drops its data. Returns the files not flushed,
+    /// with the first error.
+    pub(crate) fn flush_files(&self, inos: &[Ino]) -> (Vec<Ino>, Option<EngineError>) {
+        let mut inos = inos.to_vec();
+        inos.sort();
+        inos.dedup();
+        let states: Vec<(Ino, Arc<FileState>)> = inos
+            .iter()
+            .filter_map(|i| self.file_state(*i).map(|s| (*i, s)))
+            .collect();
+        // Locked in inode order; no other thread holds two.
+        let mut fds: Vec<(Ino, MutexGuard<'_, FileData>)> =
+            states.iter().map(|(i, s)| (*i, lock(&s.inner))).collect();
+        let mut failed = Vec::new();
+        let mut first = None;
+        let mut live = Vec::with_capacity(fds.len());
+        for (n, (ino, fd)) in fds.iter_mut().enumerate() {
+            if fd.dirty.is_empty() {
+                continue;
+            }
+            let opens = self.known(*ino).map_or(0, |k| k.opens);
+            match self.inode(*ino) {
+                Err(EngineError::NotFound) => self.discard_dirty(fd),
+                Ok((i, _, _)) if i.nlink == 0 && opens == 0 => self.discard_dirty(fd),
+                Ok(_) => live.push(n),
+                Err(e) => {
+                    failed.push(*ino);
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        // One parallel upload for every piece that will not stay inline.
+        let started = std::time::Instant::now();
+        let mut batch = Vec::new();
+        let mut maps: Vec<Uploaded> = vec![HashMap::new(); fds.len()];
+        let mut fresh = Vec::new();
+        for &n in &live {
+            let (ino, fd) = &fds[n];
+            if fd.end_of_dirty() <= INLINE_MAX {
+                continue;
+            }
+            let extents: Vec<(u64, Bytes)> = fd
+                .dirty
+                .iter()
+                .map(|(o, v)| (*o, Bytes::copy_from_slice(v)))
+                .collect();
+            for p in pieces(&extents) {
+                let id = match self.new_obj_id() {
+                    Ok(id) => id,
+                    Err(e) => {
+                        first.get_or_insert(e);
+                        continue;
+                    }
+                };
+                let r = ObjRef {
+                    id,
+                    size: p.bytes.len() as u32,
+                    sum: xxhash_rust::xxh3::xxh3_64(&p.bytes),
+                };
+                batch.push((self.blobs.path(*ino, p.chunk, id), p.bytes.clone()));
+                fresh.push((n, (p.chunk, p.off, p.bytes.len() as u32), r, p.bytes));
+            }
+        }
+        match self.blobs.put_many(batch) {
+            Ok(()) => {
+                for (n, k, r, b) in fresh {
+                    self.cache.put(r.id, b);
+                    maps[n].insert(k, (r, started));
+                }
+            }
+            // Each file uploads its own pieces again below.
+            Err(e) => tracing::debug!("batched upload of deferred closes: {e}"),
+        }
+        for n in live {
+            let uploaded = std::mem::take(&mut maps[n]);
+            let (ino, fd) = &mut fds[n];
+            if let Err(e) = self.flush_with(*ino, fd, uploaded) {
+                failed.push(*ino);
+                first.get_or_insert(e);
+            }
+        }
+        let clean: Vec<Ino> = fds
+            .iter()
+            .filter(|(_, fd)| fd.dirty.is_empty())
+            .map(|(i, _)| *i)
+            .collect();
+        drop(fds);
+        let mut f = lock(&self.files);
+        for ino in clean {
+            if self.known(ino).is_none_or(|k| k.opens == 0) {
+                f.remove(&ino);
+            }
+        }
+        Stats::set(&self.stats.open_files, f.len() as u64);
+        (failed, first)
+    }
+
+    /// Drops a file's dirty data (its file is gone).
+    fn discard_dirty(&self, fd: &mut FileData) {
+        let bytes = fd.dirty_bytes;
+        fd.dirty.clear();
+        fd.dirty_bytes = 0;
+        fd.mtime = None;
+        let total = self.dirty_total.fetch_sub(bytes, Relaxed) - bytes;
+        Stats::set(&self.stats.dirty_bytes, total);
     }
 
     pub fn write(&self, ino: Ino, off: u64, data: &[u8], kill_setid: bool) -> Result<u32> {
@@ -337,6 +466,11 @@ impl SharedFs {
 
     /// Uploads and commits the file's dirty extents.
     fn flush_locked(&self, ino: Ino, fd: &mut FileData) -> Result<()> {
+        self.flush_with(ino, fd, HashMap::new())
+    }
+
+    /// `flush_locked`, with pieces already uploaded (`flush_files`).
+    fn flush_with(&self, ino: Ino, fd: &mut FileData, mut uploaded: Uploaded) -> Result<()> {
         if fd.dirty.is_empty() {
             return Ok(());
         }
@@ -350,18 +484,19 @@ impl SharedFs {
         let mtime = fd.mtime.unwrap_or_else(Timespec::now);
         let prev_rev = fd.base.as_ref().map(|b| b.1);
         let mut changed_under = false;
-        // Objects uploaded by an earlier attempt, by piece (chunk, offset,
-        // length), reused when a conflict makes the commit run again.
-        // With when their upload started: past half the upload window they
-        // are not named any more (fs.rs `note_upload`).
-        let mut uploaded: Uploaded = HashMap::new();
+        // Objects uploaded by an earlier attempt (or by `flush_files`), by
+        // piece (chunk, offset, length), reused when a conflict makes the
+        // commit run again. With when their upload started: past half the
+        // upload window they are not named any more (fs.rs `note_upload`).
         let half_window = self.upload_window() / 2;
         let all = pieces(&extents);
         let mut by_chunk: BTreeMap<u64, Vec<Piece>> = BTreeMap::new();
         for p in all {
             by_chunk.entry(p.chunk).or_default().push(p);
         }
-        self.upload_all(ino, &by_chunk, dirty_end, &mut uploaded)?;
+        if uploaded.is_empty() {
+            self.upload_all(ino, &by_chunk, dirty_end, &mut uploaded)?;
+        }
         let groups: Vec<Vec<u64>> = by_chunk
             .keys()
             .copied()
@@ -473,12 +608,7 @@ impl SharedFs {
         }
         let (i, rev) = last.expect("at least one group");
         fd.size = fd.size.max(i.size);
-        let bytes = fd.dirty_bytes;
-        fd.dirty.clear();
-        fd.dirty_bytes = 0;
-        fd.mtime = None;
-        let total = self.dirty_total.fetch_sub(bytes, Relaxed) - bytes;
-        Stats::set(&self.stats.dirty_bytes, total);
+        self.discard_dirty(fd);
         // This kernel's pages hold what was just written; they stay valid
         // if they were valid before.
         self.known_mut(ino, |k| {

@@ -13,6 +13,11 @@
 //! `FLUSH_KEYS` changes, and when the delegation ends): a file created
 //! and removed between two flushes never reaches the engine.
 //!
+//! A file created in the directory since the last batch and closed with
+//! data in the buffer keeps it there (`defer_close`); the delegation
+//! thread uploads the data of all such files at once before their
+//! directory's batch, which then names the objects (`flush_deferred`).
+//!
 //! The removal of the last name of a file that existed before is applied
 //! to the image too: its free goes with the batch, conditioned on the
 //! file's record as read (a `Guard`), and is worked out again if another
@@ -53,11 +58,18 @@ pub(crate) const LOCAL_REV_BASE: Rev = 1 << 62;
 /// engine's 128 writes (the flush adds the delegation's own keys and the
 /// session's slot; a passing operation adds its writes).
 pub const FLUSH_KEYS: usize = 96;
+/// Pending changes at which the delegation thread is asked to commit an
+/// image now (with the data of the files closed in it, which an
+/// operation's own flush at `FLUSH_KEYS` leaves behind).
+const FLUSH_SOON: usize = 48;
 /// How many times a batch is worked out again after a guarded file
 /// changed under it.
 const GUARD_RETRIES: usize = 8;
 /// Most directories delegated to one mount at once.
 pub const HELD_MAX: usize = 1024;
+/// Most files closed in delegated directories whose data waits for the
+/// next batch (past it, a close uploads and commits at once).
+pub const DEFERRED_MAX: usize = 4096;
 /// Most directories remembered as recently recalled.
 const HOLD_OFF_MAX: usize = 4096;
 /// The longest a recalled directory is left alone.
@@ -96,6 +108,12 @@ struct Image {
     guards: Vec<Guard>,
     dirty: usize,
     dirty_since: Option<Instant>,
+    /// When the upload of the oldest object a pending change names
+    /// started: the batch reaches the engine within the volume's upload
+    /// window of it, or not at all (gc's grace rests on it).
+    uploaded_at: Option<Instant>,
+    /// Past `FLUSH_SOON`: due at the delegation thread's next round.
+    urgent: bool,
     used: Instant,
 }
 
@@ -116,6 +134,11 @@ struct Table {
     /// Files freed by a pending batch (`Guard`): their record and xattrs
     /// are read from the image (gone) until the batch is committed.
     guarded: HashMap<Ino, Ino>,
+    /// Files created in a delegated directory and closed with their data
+    /// still in this mount's buffer (at most `DEFERRED_MAX`), by
+    /// directory: the data goes to the object store and into the image
+    /// before the directory's next batch, and before the delegation ends.
+    deferred: HashMap<Ino, Ino>,
     /// Directories recently recalled: until when they are left alone, and
     /// for how long the next time.
     hold_off: HashMap<Ino, (Instant, Duration)>,
@@ -342,6 +365,8 @@ impl Image {
         });
         self.dirty = 0;
         self.dirty_since = None;
+        self.uploaded_at = None;
+        self.urgent = false;
         self.guards.clear();
     }
 }
@@ -363,6 +388,12 @@ impl Delegations {
     }
 
     /// The delegation owning key `k`, if this mount holds one.
+    /// Does `d` own `k`? (Asked again once its image is locked: the
+    /// owner can change only under that lock.)
+    fn owns(&self, keys: &schema::Keys, k: &[u8], d: &Deleg) -> bool {
+        self.owner(keys, k).is_some_and(|o| std::ptr::eq(&*o, d))
+    }
+
     fn owner(&self, keys: &schema::Keys, k: &[u8]) -> Option<Arc<Deleg>> {
         if self.held.load(Relaxed) == 0 {
             return None;
@@ -457,7 +488,9 @@ impl SharedFs {
                     None => out.push(from_engine.next().flatten()),
                     Some(d) => {
                         let img = lock(&d.img);
-                        if !img.live {
+                        // A batch committed since the owner was found
+                        // hands the key to the engine: read again.
+                        if !img.live || !self.delegs.owns(&self.keys, k, &d) {
                             continue 'again;
                         }
                         out.push(img.get(k).map(|s| Entry {
@@ -537,7 +570,8 @@ impl SharedFs {
         }
     }
 
-    /// Keys of `range` from an image; None when the delegation ended.
+    /// Keys of `range` from an image; None when the delegation ended or
+    /// a batch committed since handed the range to the engine.
     fn image_range(
         &self,
         d: &Deleg,
@@ -545,7 +579,10 @@ impl SharedFs {
         limit: usize,
     ) -> Option<Vec<Entry>> {
         let img = lock(&d.img);
-        if !img.live {
+        // A directory's entries are the image's while it is live; an
+        // inode's keys until a batch takes them.
+        let entries = self.keys.entries_range_dir(&range.0).is_some();
+        if !img.live || (!entries && !self.delegs.owns(&self.keys, &range.0, d)) {
             return None;
         }
         Some(
@@ -628,9 +665,15 @@ impl SharedFs {
     /// owns every key it touches, else to the engine (with a delegation's
     /// pending changes when it touches owned keys; conditioned on the
     /// delegations of the directories it changes being absent when it
-    /// touches none of ours). `uploads`: it names objects just uploaded
-    /// (those go to the engine within the upload window).
-    pub(crate) fn route(&self, txn: Txn, until: Instant, uploads: bool) -> Result<Option<Rev>> {
+    /// touches none of ours). `uploads`: when the upload of the oldest
+    /// object it names started (those go to the engine within the upload
+    /// window).
+    pub(crate) fn route(
+        &self,
+        txn: Txn,
+        until: Instant,
+        uploads: Option<Instant>,
+    ) -> Result<Option<Rev>> {
         if !self.cfg.delegation {
             return self.commit(txn, until);
         }
@@ -852,6 +895,8 @@ impl SharedFs {
                 guards: Vec::new(),
                 dirty: 0,
                 dirty_since: None,
+                uploaded_at: None,
+                urgent: false,
                 used: Instant::now(),
             }),
         });
@@ -878,7 +923,7 @@ impl SharedFs {
         d: &Arc<Deleg>,
         txn: Txn,
         until: Instant,
-        uploads: bool,
+        uploads: Option<Instant>,
         dirs: &[Ino],
     ) -> Result<Option<Rev>> {
         let mut img = lock(&d.img);
@@ -955,10 +1000,16 @@ impl SharedFs {
             Stats::inc(&self.stats.delegation_conflicts);
             return Ok(None);
         }
-        if all_owned && !uploads && self.lease_fresh(d.sid) {
+        // Objects just uploaded may be named from the image while its
+        // batch has most of the upload window left.
+        let recent = uploads.is_none_or(|at| at.elapsed() < self.upload_window() / 4);
+        if all_owned && recent && self.lease_fresh(d.sid) {
             let rev = self.delegs.next_rev();
             for op in &txn.ops {
                 img.apply(op, rev, true);
+            }
+            if let Some(at) = uploads {
+                img.uploaded_at = Some(img.uploaded_at.map_or(at, |o| o.min(at)));
             }
             self.recount(&mut img);
             if !created.is_empty() {
@@ -969,6 +1020,8 @@ impl SharedFs {
             }
             self.cache_ops(&txn, rev, false);
             Stats::inc(&self.stats.delegation_local_ops);
+            let pending = img.dirty;
+            self.soon(&mut img, pending);
             if img.dirty >= FLUSH_KEYS {
                 if let Err(e) = self.flush_image(d, &mut img, None, until) {
                     tracing::warn!("directory {}: batch not committed yet: {e}", d.dir);
@@ -981,7 +1034,9 @@ impl SharedFs {
             }
             return Ok(Some(rev));
         }
-        if let Some((x, r, queue)) = deferred.filter(|_| !uploads && self.lease_fresh(d.sid)) {
+        if let Some((x, r, queue)) =
+            deferred.filter(|_| uploads.is_none() && self.lease_fresh(d.sid))
+        {
             // The last link of a file that existed before: freed with the
             // next batch, conditioned on its record as read here.
             let rev = self.delegs.next_rev();
@@ -1004,6 +1059,8 @@ impl SharedFs {
             self.cache_ops(&txn, rev, false);
             Stats::inc(&self.stats.delegation_local_ops);
             Stats::inc(&self.stats.delegation_deferred_frees);
+            let pending = img.dirty + img.guards.len();
+            self.soon(&mut img, pending);
             if img.dirty + img.guards.len() >= FLUSH_KEYS {
                 if let Err(e) = self.flush_image(d, &mut img, None, until) {
                     tracing::warn!("directory {dir}: batch not committed yet: {e}");
@@ -1018,6 +1075,10 @@ impl SharedFs {
                 return Ok(None);
             }
         }
+        let Some(until) = self.batch_until(&img, until) else {
+            self.abandon(d, &mut img);
+            return Ok(None);
+        };
         let mut t = Txn {
             conds: other_conds,
             ops: img.pending(),
@@ -1051,6 +1112,15 @@ impl SharedFs {
                 self.recall_blockers(&others)?;
                 Ok(None)
             }
+        }
+    }
+
+    /// Asks the delegation thread to commit `img` now once `pending`
+    /// reaches `FLUSH_SOON`.
+    fn soon(&self, img: &mut Image, pending: usize) {
+        if pending >= FLUSH_SOON && !img.urgent {
+            img.urgent = true;
+            self.delegs.wake.notify_all();
         }
     }
 
@@ -1100,12 +1170,45 @@ impl SharedFs {
         Ok(false)
     }
 
+    /// The latest a batch of `img` may reach the engine: None when the
+    /// oldest object it names was uploaded more than half the upload
+    /// window ago (gc may take it once the window has passed).
+    fn batch_until(&self, img: &Image, until: Instant) -> Option<Instant> {
+        let window = self.upload_window();
+        match img.uploaded_at {
+            None => Some(until),
+            Some(at) if at.elapsed() < window / 2 => Some(until.min(at + window)),
+            Some(_) => None,
+        }
+    }
+
+    /// Gives up a batch that can no longer reach the engine safely (its
+    /// commits kept failing for half the upload window): the delegation
+    /// ends without it, as a crash would have ended it.
+    fn abandon(&self, d: &Deleg, img: &mut Image) {
+        Stats::inc(&self.stats.delegations_lost);
+        tracing::error!(
+            "directory {}: a batch naming objects uploaded half the upload window ago was not committed; its {} changes are not in the volume",
+            d.dir,
+            img.dirty
+        );
+        let mut t = Tx::default();
+        t.rev(self.keys.deleg(d.dir), d.y_rev)
+            .del(self.keys.deleg(d.dir))
+            .del(self.keys.recall(d.dir));
+        if let Err(e) = self.commit_one(t.txn, Instant::now() + self.cfg.op_timeout) {
+            tracing::debug!("delegation of {} left to its session: {e}", d.dir);
+        }
+        self.drop_image(d, img);
+    }
+
     fn drop_image(&self, d: &Deleg, img: &mut Image) {
         img.live = false;
         img.keys.clear();
         img.guards.clear();
         img.dirty = 0;
         img.dirty_since = None;
+        img.uploaded_at = None;
         self.recount(img);
         let mut t = self.delegs.table();
         t.fresh.retain(|_, dir| *dir != d.dir);
@@ -1133,6 +1236,13 @@ impl SharedFs {
         if img.dirty == 0 && end.is_none() {
             return Ok(());
         }
+        let Some(until) = self.batch_until(img, until) else {
+            self.abandon(d, img);
+            return Err(EngineError::Store(StoreError::Unavailable(format!(
+                "directory {}: its last batch was given up",
+                d.dir
+            ))));
+        };
         for _ in 0..GUARD_RETRIES {
             let mut t = Txn {
                 conds: img.guard_conds(&self.keys),
@@ -1289,7 +1399,24 @@ impl SharedFs {
 
     /// Ends a delegation: its image committed with the end, in one commit.
     fn end(&self, d: &Arc<Deleg>, why: End) -> Result<()> {
-        let mut img = lock(&d.img);
+        // The data of files closed in it goes first: once the delegation
+        // is gone, other mounts may open them. With the image locked and
+        // none waiting, no close can add one (`defer_close`).
+        let mut tries = 0;
+        let mut img = loop {
+            let r = self.flush_deferred(|_, x| x == d.dir);
+            let img = lock(&d.img);
+            let waiting = self.delegs.table().deferred.values().any(|x| *x == d.dir);
+            match r {
+                Err(e) if why != End::Unmount => return Err(e),
+                Err(e) => {
+                    tracing::error!("directory {}: data of closed files not flushed: {e}", d.dir);
+                    break img;
+                }
+                Ok(()) if !waiting || tries >= GUARD_RETRIES => break img,
+                Ok(()) => tries += 1,
+            }
+        };
         if !img.live {
             return Ok(());
         }
@@ -1349,7 +1476,8 @@ impl SharedFs {
     }
 
     /// fsync of `ino` (a file created in a delegated directory, or the
-    /// directory): its delegation's image goes to the engine now.
+    /// directory): its delegation's image goes to the engine now, with
+    /// the data of the files closed in it (a directory's fsync).
     pub(crate) fn deleg_sync(&self, ino: Ino) -> Result<()> {
         if self.delegs.held.load(Relaxed) == 0 {
             return Ok(());
@@ -1360,9 +1488,100 @@ impl SharedFs {
             t.held.get(&dir).cloned()
         };
         if let Some(d) = d {
+            if d.dir == ino {
+                self.flush_deferred(|_, d| d == ino)?;
+            }
             self.flush_deleg(&d, Instant::now() + self.cfg.op_timeout)?;
         }
         Ok(())
+    }
+
+    /// A file created in a delegated directory since its last batch is
+    /// closed with data in this mount's buffer: the data may wait for the
+    /// directory's next batch, since no other mount can open the file
+    /// before that batch or the delegation's end, and both take the data
+    /// first. Called with the file's lock held; true when it waits.
+    pub(crate) fn defer_close(&self, ino: Ino) -> bool {
+        if !self.cfg.delegation || self.delegs.held.load(Relaxed) == 0 {
+            return false;
+        }
+        if self.dirty_total.load(Relaxed) > self.cfg.dirty_bytes_max / 2 {
+            return false;
+        }
+        let d = {
+            let t = self.delegs.table();
+            let Some(dir) = t.fresh.get(&ino).copied() else {
+                return false;
+            };
+            t.held.get(&dir).cloned()
+        };
+        let Some(d) = d else {
+            return false;
+        };
+        // Under the image's lock: a delegation ending takes the files
+        // waiting in it once it holds the lock, so none is left behind.
+        let img = lock(&d.img);
+        if !img.live || !self.lease_fresh(d.sid) {
+            return false;
+        }
+        let mut t = self.delegs.table();
+        if t.fresh.get(&ino) != Some(&d.dir)
+            || (!t.deferred.contains_key(&ino) && t.deferred.len() >= DEFERRED_MAX)
+        {
+            return false;
+        }
+        t.deferred.insert(ino, d.dir);
+        Stats::set(
+            &self.stats.delegation_deferred_files,
+            t.deferred.len() as u64,
+        );
+        Stats::inc(&self.stats.delegation_deferred_closes);
+        true
+    }
+
+    /// Uploads and commits the data of the files whose closes were
+    /// deferred, those `pick(file, dir)` picks.
+    pub(crate) fn flush_deferred(&self, pick: impl Fn(Ino, Ino) -> bool) -> Result<()> {
+        let files: Vec<(Ino, Ino)> = {
+            let mut t = self.delegs.table();
+            if t.deferred.is_empty() {
+                return Ok(());
+            }
+            let v: Vec<(Ino, Ino)> = t
+                .deferred
+                .iter()
+                .filter(|(f, d)| pick(**f, **d))
+                .map(|(f, d)| (*f, *d))
+                .collect();
+            for (f, _) in &v {
+                t.deferred.remove(f);
+            }
+            Stats::set(
+                &self.stats.delegation_deferred_files,
+                t.deferred.len() as u64,
+            );
+            v
+        };
+        if files.is_empty() {
+            return Ok(());
+        }
+        let inos: Vec<Ino> = files.iter().map(|(f, _)| *f).collect();
+        let (failed, err) = self.flush_files(&inos);
+        if failed.is_empty() {
+            return Ok(());
+        }
+        // Tried again with the next batch (or at unmount).
+        let mut t = self.delegs.table();
+        for (f, d) in files.into_iter().filter(|(f, _)| failed.contains(f)) {
+            t.deferred.insert(f, d);
+        }
+        Stats::set(
+            &self.stats.delegation_deferred_files,
+            t.deferred.len() as u64,
+        );
+        Err(err.unwrap_or_else(|| {
+            EngineError::Store(StoreError::Unavailable("deferred data not flushed".into()))
+        }))
     }
 
     /// One round of the delegation thread: gives back what other mounts
@@ -1370,7 +1589,9 @@ impl SharedFs {
     pub fn delegation_round(&self) -> Result<()> {
         let mut asked: Vec<Ino> = std::mem::take(&mut *lock(&self.delegs.asked));
         if self.delegs.held.load(Relaxed) == 0 {
-            return Ok(());
+            // Files left waiting by a delegation that ended without them
+            // (it was lost): their data goes on its own.
+            return self.flush_deferred(|_, _| true);
         }
         // The watch says at once who asked for what; the list is read here
         // too, every `delegation_poll`, for a watch that fell behind.
@@ -1409,13 +1630,27 @@ impl SharedFs {
                 self.check_still_held(&d, &mut img)?;
                 continue;
             }
-            if img
-                .dirty_since
-                .is_some_and(|t| t.elapsed() >= self.cfg.delegation_flush)
+            if img.urgent
+                || img
+                    .dirty_since
+                    .is_some_and(|t| t.elapsed() >= self.cfg.delegation_flush)
             {
                 drop(img);
                 due.push(d);
             }
+        }
+        // The data of files closed in the directories due goes first:
+        // their batches name it.
+        let held = self
+            .delegs
+            .table()
+            .held
+            .keys()
+            .copied()
+            .collect::<HashSet<Ino>>();
+        let due_dirs: HashSet<Ino> = due.iter().map(|d| d.dir).collect();
+        if let Err(e) = self.flush_deferred(|_, d| due_dirs.contains(&d) || !held.contains(&d)) {
+            tracing::warn!("data of closed files not flushed yet: {e}");
         }
         self.flush_together(&due)
     }
@@ -1431,16 +1666,23 @@ impl SharedFs {
         while at < due.len() {
             let mut held: Vec<(&Deleg, MutexGuard<'_, Image>)> = Vec::new();
             let mut t = Txn::default();
+            let mut until = deadline;
             while at < due.len() {
                 let d = &due[at];
-                let img = lock(&d.img);
+                let mut img = lock(&d.img);
                 if !img.live || img.dirty == 0 {
                     at += 1;
                     continue;
                 }
+                let Some(u) = self.batch_until(&img, deadline) else {
+                    self.abandon(d, &mut img);
+                    at += 1;
+                    continue;
+                };
                 if !held.is_empty() && t.ops.len() + img.dirty > FLUSH_KEYS {
                     break;
                 }
+                until = until.min(u);
                 t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
                 t.conds.extend(img.guard_conds(&self.keys));
                 t.ops.extend(img.pending());
@@ -1453,7 +1695,7 @@ impl SharedFs {
                     let (d, mut img) = held.pop().expect("one image");
                     self.flush_image(d, &mut img, None, deadline)?;
                 }
-                _ => match self.commit_one(t, deadline)? {
+                _ => match self.commit_one(t, until)? {
                     Some(rev) => {
                         for (d, img) in held.iter_mut() {
                             img.committed(rev);

@@ -701,7 +701,7 @@ impl SharedFs {
                 }
                 until = deadline.min(at + window);
             }
-            match self.route(txn, until, oldest.is_some())? {
+            match self.route(txn, until, oldest)? {
                 Some(rev) => return Ok((v, Some(rev))),
                 None => {
                     Stats::inc(&self.stats.op_retries);

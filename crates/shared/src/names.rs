@@ -343,6 +343,9 @@ impl SharedFs {
 
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
+        // A second name makes the file reachable outside its directory's
+        // delegation: its data goes first (deleg.rs `defer_close`).
+        self.flush_deferred(|f, _| f == ino)?;
         let dkey = self.keys.dentry(newparent, newname);
         let ((attr, was_unlinked), _) = self.transact(|n| {
             let now = Timespec::now();
@@ -424,6 +427,11 @@ impl SharedFs {
             return Err(EngineError::Invalid(
                 "RENAME_NOREPLACE with RENAME_EXCHANGE",
             ));
+        }
+        if parent != newparent {
+            // A file moving out of its directory's delegation takes its
+            // data with it (deleg.rs `defer_close`).
+            self.flush_deferred(|_, d| d == parent || d == newparent)?;
         }
         let skey = self.keys.dentry(parent, name);
         let dkey = self.keys.dentry(newparent, newname);

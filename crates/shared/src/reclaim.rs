@@ -34,6 +34,18 @@ pub const FREE_BATCH: usize = 24;
 pub const CHUNK_BATCH: usize = 32;
 /// Queue items read at a time.
 const QUEUE_PAGE: usize = 16;
+/// Writes past which a group of small queue items is committed (an item
+/// adds at most `CHUNK_BATCH`: within the engine's 128).
+const GROUP_OPS: usize = 64;
+
+/// Small delete-queue items done together (`drain_queue`).
+#[derive(Default)]
+struct Group {
+    t: Tx,
+    objs: Vec<object_store::path::Path>,
+    items: u64,
+    chunks: u64,
+}
 
 #[derive(Default)]
 pub(crate) struct Background {
@@ -224,6 +236,10 @@ impl SharedFs {
                 break;
             }
         }
+        if stamp == u64::MAX {
+            // A whole file's data: its record is gone.
+            return Ok(());
+        }
         // The range is free: the inode stops hiding it.
         let ik = self.keys.inode(ino);
         self.transact(|_| {
@@ -252,7 +268,24 @@ impl SharedFs {
         let range = self.keys.queue_of(sid);
         let items = self.scan(&range, QUEUE_PAGE.min(max.max(1)))?;
         let mut done = 0;
+        // Small items (a whole small file's data, a list of objects) go
+        // together: their objects in one batch of deletes, their records
+        // and queue items in one commit.
+        let mut group = Group::default();
         for e in items {
+            match self.take_small(&e, &mut group) {
+                Ok(true) => {
+                    if group.t.txn.ops.len() >= GROUP_OPS {
+                        done += self.finish_group(std::mem::take(&mut group))?;
+                    }
+                    continue;
+                }
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::error!("delete queue item skipped: {err}");
+                    continue;
+                }
+            }
             match schema::decode_work(&e.value) {
                 Ok(Work::Chunks {
                     ino,
@@ -282,13 +315,82 @@ impl SharedFs {
             let deadline = Instant::now() + self.cfg.op_timeout;
             if self.commit(t.txn, deadline)?.is_some() {
                 done += 1;
-                Stats::inc(&self.stats.delete_done);
-                let queued = self.stats.delete_queued.load(Relaxed);
-                let all_done = self.stats.delete_done.load(Relaxed);
-                Stats::set(&self.stats.delete_backlog, queued.saturating_sub(all_done));
+                self.items_done(1);
             }
         }
+        done += self.finish_group(group)?;
         Ok(done)
+    }
+
+    fn items_done(&self, n: u64) {
+        Stats::add(&self.stats.delete_done, n);
+        let queued = self.stats.delete_queued.load(Relaxed);
+        let all_done = self.stats.delete_done.load(Relaxed);
+        Stats::set(&self.stats.delete_backlog, queued.saturating_sub(all_done));
+    }
+
+    /// Adds queue item `e` to `g` if it is small: a list of objects, or a
+    /// whole file's data in fewer than `CHUNK_BATCH` chunks. False: it is
+    /// done on its own.
+    fn take_small(&self, e: &churnfs_kv::Entry, g: &mut Group) -> Result<bool> {
+        match schema::decode_work(&e.value)? {
+            Work::Objects { ino, chunk, objs } => {
+                self.forget_objects(&objs);
+                g.objs
+                    .extend(objs.iter().map(|o| self.blobs.path(ino, chunk, *o)));
+            }
+            Work::Chunks {
+                ino,
+                from: 0,
+                to: u64::MAX,
+                stamp: u64::MAX,
+            } => {
+                let page = self.scan(&self.keys.chunks(ino, 0, u64::MAX), CHUNK_BATCH)?;
+                if page.len() >= CHUNK_BATCH {
+                    return Ok(false);
+                }
+                for c in &page {
+                    let Some(Key::Chunk(_, n)) = self.keys.decode(&c.key) else {
+                        return Err(EngineError::corrupt(Some(ino), "chunk key out of place"));
+                    };
+                    let ch = schema::decode_chunk(ino, &c.value)?;
+                    let ids: Vec<ObjId> = ch.objects().iter().map(|o| o.id).collect();
+                    self.forget_objects(&ids);
+                    g.objs
+                        .extend(ids.iter().map(|id| self.blobs.path(ino, n, *id)));
+                    g.t.rev(c.key.clone(), c.rev).del(c.key.clone());
+                    g.chunks += 1;
+                }
+            }
+            _ => return Ok(false),
+        }
+        g.t.rev(e.key.clone(), e.rev).del(e.key.clone());
+        g.items += 1;
+        Ok(true)
+    }
+
+    fn forget_objects(&self, ids: &[ObjId]) {
+        self.cache.forget(ids);
+        if let Some(d) = &self.disk {
+            d.forget(ids);
+        }
+    }
+
+    /// Deletes a group's objects, then commits the removal of its records
+    /// and items. A commit that fails (a record changed meanwhile) leaves
+    /// the items for the next round, which does them again.
+    fn finish_group(&self, g: Group) -> Result<usize> {
+        if g.items == 0 {
+            return Ok(0);
+        }
+        self.blobs.delete_many(g.objs)?;
+        let deadline = Instant::now() + self.cfg.op_timeout;
+        if self.commit(g.t.txn, deadline)?.is_none() {
+            return Ok(0);
+        }
+        Stats::add(&self.stats.chunks_freed, g.chunks);
+        self.items_done(g.items);
+        Ok(g.items as usize)
     }
 
     /// Reclaims what ended session `s` left: claims it, frees its

@@ -30,6 +30,8 @@ churnfs_vfs::counters! {
     delegation_passed,
     delegation_conflicts,
     delegation_deferred_frees,
+    delegation_deferred_closes,
+    delegation_deferred_files,
     delegation_guard_rechecks,
     delegation_flushes,
     delegation_keys,
