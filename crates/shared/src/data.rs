@@ -610,8 +610,9 @@ impl SharedFs {
         fd.size = fd.size.max(i.size);
         self.discard_dirty(fd);
         // This kernel's pages hold what was just written; they stay valid
-        // if they were valid before.
-        self.known_mut(ino, |k| {
+        // if they were valid before. (An inode the kernel let go since a
+        // deferred close is not known again for it.)
+        self.known_if(ino, |k| {
             if !changed_under && k.page_rev.is_some() && k.page_rev == prev_rev {
                 k.page_rev = Some(rev);
             } else {

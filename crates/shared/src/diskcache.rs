@@ -263,10 +263,12 @@ mod tests {
     fn directories_of_dead_mounts_are_swept_and_live_ones_kept() {
         let root = tempfile::tempdir().unwrap();
         let stats = Arc::new(Stats::default());
-        let live = DiskCache::open(root.path(), "u", "1", 1 << 20, stats.clone()).unwrap();
+        // The dead mount's directory is there before any sweep can run (an
+        // open starts one).
         let dead = root.path().join("u.2");
         std::fs::create_dir_all(&dead).unwrap();
         std::fs::write(dead.join("lock"), b"").unwrap();
+        let live = DiskCache::open(root.path(), "u", "1", 1 << 20, stats.clone()).unwrap();
         let _second = DiskCache::open(root.path(), "u", "3", 1 << 20, stats).unwrap();
         let t0 = std::time::Instant::now();
         while dead.exists() && t0.elapsed() < std::time::Duration::from_secs(10) {

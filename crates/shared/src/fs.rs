@@ -952,6 +952,13 @@ impl SharedFs {
         r
     }
 
+    /// Changes `ino`'s entry in `known` if it has one.
+    pub(crate) fn known_if(&self, ino: Ino, f: impl FnOnce(&mut Known)) {
+        if let Some(k) = lock(&self.known).get_mut(&ino) {
+            f(k);
+        }
+    }
+
     /// Drops `ino` from `known` once the kernel holds it no more; a dropped
     /// unlinked inode goes to be freed.
     pub(crate) fn settle(&self, ino: Ino) {
