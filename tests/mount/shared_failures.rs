@@ -132,7 +132,9 @@ fn engine_members_lost_and_back_cost_callers_nothing_but_the_wait() {
     assert_eq!(
         b.path("ca/during-outage").exists(),
         acknowledged,
-        "answered: {acknowledged}"
+        "answered: {acknowledged}\na's log:\n{}\nb's log:\n{}",
+        a.log(),
+        b.log()
     );
     drop(a);
     drop(b);

@@ -41,6 +41,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Most dirty bytes of a file whose close may wait for its directory's
+/// batch (`may_defer`).
+const DEFER_FILE_MAX: u64 = 1 << 20;
 /// Most chunk records one commit of a flush or a hole writes.
 const CHUNKS_PER_COMMIT: usize = 48;
 
@@ -265,7 +268,7 @@ impl SharedFs {
         if left == 0 {
             if let Some(st) = self.file_state(ino) {
                 let mut fd = lock(&st.inner);
-                if fd.dirty.is_empty() || !self.defer_close(ino) {
+                if !self.may_defer(&fd) || !self.defer_close(ino) {
                     r = self.flush_locked(ino, &mut fd);
                 }
                 if fd.dirty.is_empty() {
@@ -298,10 +301,17 @@ impl SharedFs {
             return Ok(());
         };
         let mut fd = lock(&st.inner);
-        if fd.dirty.is_empty() || self.defer_close(ino) {
+        if fd.dirty.is_empty() || (self.may_defer(&fd) && self.defer_close(ino)) {
             return Ok(());
         }
         self.flush_locked(ino, &mut fd)
+    }
+
+    /// May this file's close leave its data for the batch? A small file's
+    /// (at most `DEFER_FILE_MAX` dirty bytes): a large one gains little
+    /// from waiting, and uploads at its close as anywhere else.
+    fn may_defer(&self, fd: &FileData) -> bool {
+        !fd.dirty.is_empty() && fd.dirty_bytes <= DEFER_FILE_MAX
     }
 
     /// Flushes files whose closes were deferred, together: the pieces of
@@ -310,6 +320,9 @@ impl SharedFs {
     /// with no handle left drops its data. Returns the files not flushed,
     /// with the first error.
     pub(crate) fn flush_files(&self, inos: &[Ino]) -> (Vec<Ino>, Option<EngineError>) {
+        if inos.is_empty() {
+            return (Vec::new(), None);
+        }
         let mut inos = inos.to_vec();
         inos.sort();
         inos.dedup();
@@ -327,16 +340,29 @@ impl SharedFs {
             if fd.dirty.is_empty() {
                 continue;
             }
-            let opens = self.known(*ino).map_or(0, |k| k.opens);
-            match self.inode(*ino) {
-                Err(EngineError::NotFound) => self.discard_dirty(fd),
-                Ok((i, _, _)) if i.nlink == 0 && opens == 0 => self.discard_dirty(fd),
-                Ok(_) => live.push(n),
-                Err(e) => {
-                    failed.push(*ino);
-                    first.get_or_insert(e);
+            // Unlinked with no handle left: nobody reads it again. Whether
+            // it is gone is asked of the image only (a file still fresh
+            // there); the engine tells the others at their flush.
+            if self.known(*ino).is_some_and(|k| k.unlinked && k.opens == 0) {
+                self.discard_dirty(fd);
+                continue;
+            }
+            if self.is_fresh(*ino) {
+                match self.inode(*ino) {
+                    Err(EngineError::NotFound) => {
+                        self.discard_dirty(fd);
+                        continue;
+                    }
+                    Ok((i, _, _))
+                        if i.nlink == 0 && self.known(*ino).is_none_or(|k| k.opens == 0) =>
+                    {
+                        self.discard_dirty(fd);
+                        continue;
+                    }
+                    _ => {}
                 }
             }
+            live.push(n);
         }
         // One parallel upload for every piece that will not stay inline.
         let started = std::time::Instant::now();
@@ -380,12 +406,24 @@ impl SharedFs {
             // Each file uploads its own pieces again below.
             Err(e) => tracing::debug!("batched upload of deferred closes: {e}"),
         }
+        let mut down = false;
         for n in live {
             let uploaded = std::mem::take(&mut maps[n]);
             let (ino, fd) = &mut fds[n];
-            if let Err(e) = self.flush_with(*ino, fd, uploaded) {
+            if down {
+                // The engine did not answer the last one: the rest wait
+                // for the next round rather than for a deadline each.
                 failed.push(*ino);
-                first.get_or_insert(e);
+                continue;
+            }
+            match self.flush_with(*ino, fd, uploaded) {
+                Ok(()) => {}
+                Err(EngineError::NotFound) => self.discard_dirty(fd),
+                Err(e) => {
+                    down = crate::fs::is_unavailable(&e);
+                    failed.push(*ino);
+                    first.get_or_insert(e);
+                }
             }
         }
         let clean: Vec<Ino> = fds
@@ -402,6 +440,22 @@ impl SharedFs {
         }
         Stats::set(&self.stats.open_files, f.len() as u64);
         (failed, first)
+    }
+
+    /// Drops the dirty data of a file that is gone, and its state once no
+    /// handle holds it.
+    pub(crate) fn discard_file(&self, ino: Ino) {
+        let Some(st) = self.file_state(ino) else {
+            return;
+        };
+        let mut fd = lock(&st.inner);
+        self.discard_dirty(&mut fd);
+        drop(fd);
+        let mut f = lock(&self.files);
+        if self.known(ino).is_none_or(|k| k.opens == 0) {
+            f.remove(&ino);
+        }
+        Stats::set(&self.stats.open_files, f.len() as u64);
     }
 
     /// Drops a file's dirty data (its file is gone).

@@ -1539,6 +1539,28 @@ impl SharedFs {
         true
     }
 
+    /// Was `ino` created in a directory delegated here since its last
+    /// batch?
+    pub(crate) fn is_fresh(&self, ino: Ino) -> bool {
+        self.delegs.held.load(Relaxed) > 0 && self.delegs.table().fresh.contains_key(&ino)
+    }
+
+    /// An unlink freed `ino`: data its close left for a batch goes.
+    pub(crate) fn drop_deferred(&self, ino: Ino) {
+        let was = {
+            let mut t = self.delegs.table();
+            let was = t.deferred.remove(&ino).is_some();
+            Stats::set(
+                &self.stats.delegation_deferred_files,
+                t.deferred.len() as u64,
+            );
+            was
+        };
+        if was {
+            self.discard_file(ino);
+        }
+    }
+
     /// Uploads and commits the data of the files whose closes were
     /// deferred, those `pick(file, dir)` picks.
     pub(crate) fn flush_deferred(&self, pick: impl Fn(Ino, Ino) -> bool) -> Result<()> {

@@ -295,12 +295,16 @@ impl SharedFs {
             let (i, irev, _) = self.inode_at(child, n)?;
             let mut t = Tx::default();
             t.rev(dkey.clone(), drev).del(dkey.clone());
+            let last = i.nlink <= 1;
             let held = self.drop_link(&mut t, child, i, irev, now)?;
             self.touch(&mut t, parent, now);
-            Ok(t.step(held.then_some(child)))
+            Ok(t.step((child, held, last)))
         })?;
-        if let Some(child) = held {
-            self.now_unlinked(child);
+        match held {
+            (child, true, _) => self.now_unlinked(child),
+            // Freed: nothing of it is flushed again.
+            (child, false, true) => self.drop_deferred(child),
+            _ => {}
         }
         Ok(())
     }
