@@ -260,16 +260,27 @@ impl SharedFs {
     /// The last close of a handle: flushes, and forgets the file's state
     /// once no handle is left.
     pub fn release(&self, ino: Ino) -> Result<()> {
-        let left = self.known_mut(ino, |k| {
+        let (left, unlinked) = self.known_mut(ino, |k| {
             k.opens = k.opens.saturating_sub(1);
-            k.opens
+            (k.opens, k.unlinked)
         });
         let mut r = Ok(());
-        if left == 0 {
+        if left == 0 && unlinked {
+            // The last handle of a file without a name: nobody reads its
+            // data again (its free follows), so none of it is uploaded.
+            self.drop_deferred(ino);
+            self.discard_file(ino);
+        } else if left == 0 {
             if let Some(st) = self.file_state(ino) {
                 let mut fd = lock(&st.inner);
                 if !self.may_defer(&fd) || !self.defer_close(ino) {
                     r = self.flush_locked(ino, &mut fd);
+                    if matches!(r, Err(EngineError::NotFound)) {
+                        // Freed by an unlink that overtook this release:
+                        // its data goes with it.
+                        self.discard_dirty(&mut fd);
+                        r = Ok(());
+                    }
                 }
                 if fd.dirty.is_empty() {
                     drop(fd);

@@ -114,6 +114,8 @@ struct Image {
     uploaded_at: Option<Instant>,
     /// Past `FLUSH_SOON`: due at the delegation thread's next round.
     urgent: bool,
+    /// A file closed here since the last batch left its data for it.
+    deferring: bool,
     used: Instant,
 }
 
@@ -367,6 +369,7 @@ impl Image {
         self.dirty_since = None;
         self.uploaded_at = None;
         self.urgent = false;
+        self.deferring = false;
         self.guards.clear();
     }
 }
@@ -897,6 +900,7 @@ impl SharedFs {
                 dirty_since: None,
                 uploaded_at: None,
                 urgent: false,
+                deferring: false,
                 used: Instant::now(),
             }),
         });
@@ -1116,9 +1120,10 @@ impl SharedFs {
     }
 
     /// Asks the delegation thread to commit `img` now once `pending`
-    /// reaches `FLUSH_SOON`.
+    /// reaches `FLUSH_SOON`, when files closed in it wait for the batch
+    /// (else the operation at `FLUSH_KEYS` commits a larger one itself).
     fn soon(&self, img: &mut Image, pending: usize) {
-        if pending >= FLUSH_SOON && !img.urgent {
+        if pending >= FLUSH_SOON && img.deferring && !img.urgent {
             img.urgent = true;
             self.delegs.wake.notify_all();
         }
@@ -1143,13 +1148,27 @@ impl SharedFs {
 
     /// After the image went to the engine: the inodes created in the
     /// directory are the engine's now, their keys leave the image.
+    /// Files whose closes still wait for a batch stay the image's: their
+    /// data then goes to the image, not to the engine one file at a time.
     fn settle_fresh(&self, d: &Deleg, img: &mut Image) {
         let mut t = self.delegs.table();
-        t.fresh.retain(|_, dir| *dir != d.dir);
+        let waiting: HashSet<Ino> = t
+            .deferred
+            .iter()
+            .filter(|(_, x)| **x == d.dir)
+            .map(|(f, _)| *f)
+            .collect();
+        t.fresh
+            .retain(|i, dir| *dir != d.dir || waiting.contains(i));
         t.guarded.retain(|_, dir| *dir != d.dir);
         drop(t);
-        img.keys
-            .retain(|k, _| held_dir_of(&self.keys, k) == Some(d.dir));
+        img.keys.retain(|k, _| {
+            held_dir_of(&self.keys, k) == Some(d.dir)
+                || match self.keys.decode(k) {
+                    Some(Key::Open(_, i)) => waiting.contains(&i),
+                    _ => inode_of(&self.keys, k).is_some_and(|i| waiting.contains(&i)),
+                }
+        });
         self.recount(img);
     }
 
@@ -1520,8 +1539,12 @@ impl SharedFs {
         };
         // Under the image's lock: a delegation ending takes the files
         // waiting in it once it holds the lock, so none is left behind.
-        let img = lock(&d.img);
+        let mut img = lock(&d.img);
         if !img.live || !self.lease_fresh(d.sid) {
+            return false;
+        }
+        // Freed already (an unlink overtook the close): nothing waits.
+        if img.get(&self.keys.inode(ino)).is_none() {
             return false;
         }
         let mut t = self.delegs.table();
@@ -1531,6 +1554,7 @@ impl SharedFs {
             return false;
         }
         t.deferred.insert(ino, d.dir);
+        img.deferring = true;
         Stats::set(
             &self.stats.delegation_deferred_files,
             t.deferred.len() as u64,
