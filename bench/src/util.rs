@@ -63,6 +63,20 @@ pub fn last_errno() -> i32 {
 }
 
 /// Runs `f` and returns its result with the seconds it took.
+/// Runs a benchmark program to its end: its standard output and the
+/// seconds it took, or one line saying how it failed (`what` names it).
+pub fn run_tool(cmd: &mut std::process::Command, what: &str) -> Result<(String, f64), String> {
+    let (res, wall) = timed(|| cmd.output());
+    let res = res.map_err(|e| format!("{what}: {e}"))?;
+    let text = String::from_utf8_lossy(&res.stdout).into_owned();
+    if !res.status.success() {
+        let err = String::from_utf8_lossy(&res.stderr);
+        let last = err.lines().chain(text.lines()).last().unwrap_or("").trim();
+        return Err(format!("{what} failed ({}): {last}", res.status));
+    }
+    Ok((text, wall))
+}
+
 pub fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let t = Instant::now();
     let r = f();

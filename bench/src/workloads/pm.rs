@@ -8,7 +8,6 @@
 use crate::util::{self, Out};
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
 
 pub struct Args {
     pub dir: PathBuf,
@@ -55,17 +54,9 @@ pub fn run(a: Args) -> Result<Out, String> {
             a.transactions
         ),
     );
-    let t = Instant::now();
-    let res = Command::new(&prog).arg(&cfg).output();
-    let wall = t.elapsed().as_secs_f64();
+    let res = util::run_tool(Command::new(&prog).arg(&cfg), "postmark");
     let _ = std::fs::remove_file(&cfg);
-    let res = res.map_err(|e| format!("postmark: {e}"))?;
-    let text = String::from_utf8_lossy(&res.stdout);
-    if !res.status.success() {
-        let err = String::from_utf8_lossy(&res.stderr);
-        let last = err.lines().chain(text.lines()).last().unwrap_or("").trim();
-        return Err(format!("postmark failed ({}): {last}", res.status));
-    }
+    let (text, wall) = res?;
     let c = parse_counts(&text, &["created", "read", "appended", "deleted"]);
     let [Some(created), Some(read), Some(appended), Some(deleted)] = c[..] else {
         return Err("postmark printed no file counts".into());

@@ -4,7 +4,6 @@
 use crate::util::{self, Out};
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Instant;
 
 pub struct Args {
     pub dir: PathBuf,
@@ -71,17 +70,9 @@ pub fn run(a: Args) -> Result<Out, String> {
             log.display()
         ),
     );
-    let t = Instant::now();
-    let res = cmd.output();
-    let wall = t.elapsed().as_secs_f64();
+    let res = util::run_tool(&mut cmd, "fs_mark");
     let _ = std::fs::remove_file(&log);
-    let res = res.map_err(|e| format!("fs_mark: {e}"))?;
-    let text = String::from_utf8_lossy(&res.stdout);
-    if !res.status.success() {
-        let err = String::from_utf8_lossy(&res.stderr);
-        let last = err.lines().chain(text.lines()).last().unwrap_or("").trim();
-        return Err(format!("fs_mark failed ({}): {last}", res.status));
-    }
+    let (text, wall) = res?;
     let rates = parse_rates(&text);
     if rates.is_empty() {
         return Err("fs_mark printed no result rows".into());
