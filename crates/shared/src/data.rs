@@ -443,14 +443,19 @@ impl SharedFs {
             .map(|(i, _)| *i)
             .collect();
         drop(fds);
+        self.forget_closed(&clean);
+        (failed, first)
+    }
+
+    /// Forgets the state of files that no handle holds any more.
+    fn forget_closed(&self, inos: &[Ino]) {
         let mut f = lock(&self.files);
-        for ino in clean {
-            if self.known(ino).is_none_or(|k| k.opens == 0) {
-                f.remove(&ino);
+        for ino in inos {
+            if self.known(*ino).is_none_or(|k| k.opens == 0) {
+                f.remove(ino);
             }
         }
         Stats::set(&self.stats.open_files, f.len() as u64);
-        (failed, first)
     }
 
     /// Drops the dirty data of a file that is gone, and its state once no
@@ -462,11 +467,7 @@ impl SharedFs {
         let mut fd = lock(&st.inner);
         self.discard_dirty(&mut fd);
         drop(fd);
-        let mut f = lock(&self.files);
-        if self.known(ino).is_none_or(|k| k.opens == 0) {
-            f.remove(&ino);
-        }
-        Stats::set(&self.stats.open_files, f.len() as u64);
+        self.forget_closed(&[ino]);
     }
 
     /// Drops a file's dirty data (its file is gone).
