@@ -236,6 +236,106 @@ fn a_free_waiting_in_a_batch_follows_a_write_from_another_mount() {
 }
 
 #[test]
+fn files_born_in_a_delegated_directory_stay_its_own_across_batches_until_they_are_named_elsewhere()
+{
+    // Room in the image for every file (with 512 keys, the oldest three
+    // would go to the engine at the batch).
+    let cfg = churnfs_shared::SharedConfig {
+        delegation_keys_max: 4096,
+        ..held_config()
+    };
+    let c = Cluster::new(2, cfg);
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(a, "d");
+    let e = dir(a, "e");
+    let body = |i: usize, n: usize| -> Vec<u8> { (0..n).map(|k| (k * 3 + i) as u8).collect() };
+    let mut inos = Vec::new();
+    for i in 0..12 {
+        let (f, _) = a
+            .create(CTX, d, format!("f{i}").as_bytes(), 0o644)
+            .expect("create");
+        a.write(f.ino, 0, &body(i, 5_000), false).expect("write");
+        a.release(f.ino).expect("close");
+        inos.push(f.ino);
+    }
+    // The batch goes to the engine, with the files' data.
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync of the directory");
+    assert_eq!(c.stat(0, "objects_put"), 12);
+    // (The delegation thread lists recalls meanwhile: scans are not
+    // counted here.)
+    let (reads, commits) = (c.stat(0, "kv_reads"), c.stat(0, "kv_commits"));
+    // Opened again, read, appended to and closed: the image answers, the
+    // appended data waits for the next batch.
+    for (i, f) in inos.iter().enumerate() {
+        a.open(*f).expect("open");
+        assert_eq!(a.read(*f, 0, 20_000).expect("read"), body(i, 5_000));
+        a.write(*f, 5_000, &body(i + 100, 1_000), false)
+            .expect("append");
+        a.release(*f).expect("close");
+    }
+    // Removing a file born here with its data queues the free in the batch.
+    for i in 0..3 {
+        a.unlink(d, format!("f{i}").as_bytes()).expect("unlink");
+    }
+    assert_eq!(c.stat(0, "kv_reads"), reads, "an open read the engine");
+    assert_eq!(
+        c.stat(0, "kv_commits"),
+        commits,
+        "a change went to the engine alone"
+    );
+    assert_eq!(
+        c.stat(0, "objects_put"),
+        12,
+        "an append was uploaded at its close"
+    );
+    // A second name in another directory hands the file to the engine,
+    // with its data: the other mount reads it there without a recall.
+    a.link(inos[5], e, b"five").expect("link");
+    assert!(a.delegated().contains(&d));
+    let five = b.lookup(e, b"five").expect("lookup of the link");
+    let mut want = body(5, 5_000);
+    want.extend(body(105, 1_000));
+    assert_eq!(b.read(five.ino, 0, 20_000).expect("read"), want);
+    assert!(
+        a.delegated().contains(&d),
+        "reading a linked file recalled its first directory"
+    );
+    // A second name in another directory delegated here too (tar's hard
+    // links): the file goes to the engine first, both stay delegated.
+    let g = dir(a, "g");
+    let (gf, _) = a.create(CTX, g, b"own", 0o644).expect("create in g");
+    a.release(gf.ino).expect("close");
+    assert!(a.delegated().contains(&g));
+    a.link(inos[6], g, b"six")
+        .expect("link into a delegated directory");
+    assert!(a.delegated().contains(&d) && a.delegated().contains(&g));
+    assert_eq!(a.getattr(inos[6]).expect("getattr").nlink, 2);
+    // The other mount takes the directory back and sees every change.
+    for i in 0..12 {
+        let got = b.lookup(d, format!("f{i}").as_bytes());
+        if i < 3 {
+            assert!(
+                matches!(got, Err(EngineError::NotFound)),
+                "f{i} still named"
+            );
+            continue;
+        }
+        let f = got.expect("lookup");
+        if i == 6 {
+            assert_eq!(f.nlink, 2);
+            let six = b.lookup(g, b"six").expect("lookup of the second name");
+            assert_eq!(six.ino, f.ino);
+        }
+        let mut want = body(i, 5_000);
+        want.extend(body(i + 100, 1_000));
+        assert_eq!(b.read(f.ino, 0, 20_000).expect("read"), want, "f{i}");
+    }
+    assert!(!a.delegated().contains(&d));
+    c.settle();
+    c.fsck();
+}
+
+#[test]
 fn data_closed_in_a_delegated_directory_goes_with_the_batch_and_a_file_removed_first_never_uploads()
 {
     let c = Cluster::new(2, held_config());

@@ -754,9 +754,18 @@ impl SharedFs {
             return Ok(None);
         }
         if mine.len() > 1 {
+            // The files it touches go to the engine with their images
+            // (a link into another delegated directory).
+            let touched: HashSet<Ino> = txn
+                .conds
+                .iter()
+                .map(cond_key)
+                .chain(txn.ops.iter().map(Op::key))
+                .filter_map(|k| self.owned_inode(k))
+                .collect();
             let deadline = Instant::now() + self.cfg.op_timeout;
             for d in mine.iter().filter(|d| !names(d.dir)) {
-                self.flush_deleg(d, deadline)?;
+                self.hand_over(d, &touched, deadline)?;
             }
             return Ok(None);
         }
@@ -985,7 +994,14 @@ impl SharedFs {
                     other_conds.push(c.clone());
                 }
             }
-            let ops_owned = txn.ops.iter().all(|o| owned(o.key(), &t));
+            // Besides owned keys, items of this session's delete queue
+            // (the data of a file born here and freed, or cut) may go
+            // with the batch: nobody else takes them, and the objects
+            // they free stay until then.
+            let ops_owned = txn
+                .ops
+                .iter()
+                .all(|o| owned(o.key(), &t) || self.own_queue_put(o, d.sid));
             let all = other_conds.is_empty() && ops_owned;
             let deferred = if all {
                 None
@@ -1010,7 +1026,11 @@ impl SharedFs {
         if all_owned && recent && self.lease_fresh(d.sid) {
             let rev = self.delegs.next_rev();
             for op in &txn.ops {
-                img.apply(op, rev, true);
+                if self.own_queue_put(op, d.sid) {
+                    img.apply_foreign(op, rev);
+                } else {
+                    img.apply(op, rev, true);
+                }
             }
             if let Some(at) = uploads {
                 img.uploaded_at = Some(img.uploaded_at.map_or(at, |o| o.min(at)));
@@ -1097,13 +1117,36 @@ impl SharedFs {
         match self.commit_one(t, until)? {
             Some(rev) => {
                 img.committed(rev);
+                let mut t = self.delegs.table();
+                // A file named outside the directory now (a link, a move
+                // out) is the engine's from now on: other mounts may
+                // find it.
                 for op in &txn.ops {
-                    // The directory's own keys stay; inodes created in it
-                    // are the engine's from now on.
-                    if held_dir_of(&self.keys, op.key()) == Some(d.dir) {
+                    if let (Op::Put { value, .. }, Some(Key::Dentry { parent, .. })) =
+                        (op, self.keys.decode(op.key()))
+                    {
+                        if parent != d.dir {
+                            if let Ok((i, _)) = schema::decode_dentry(parent, value) {
+                                if t.fresh.get(&i) == Some(&d.dir) {
+                                    t.fresh.remove(&i);
+                                }
+                            }
+                        }
+                    }
+                }
+                for op in &txn.ops {
+                    // The directory's own keys stay, and those of the
+                    // files born in it that stay the image's.
+                    let k = op.key();
+                    let mine = held_dir_of(&self.keys, k) == Some(d.dir)
+                        || self
+                            .owned_inode(k)
+                            .is_some_and(|i| t.fresh.get(&i) == Some(&d.dir));
+                    if mine {
                         img.apply(op, rev, false);
                     }
                 }
+                drop(t);
                 self.settle_fresh(d, &mut img);
                 Ok(Some(rev))
             }
@@ -1146,30 +1189,84 @@ impl SharedFs {
         self.deleg_stats();
     }
 
-    /// After the image went to the engine: the inodes created in the
-    /// directory are the engine's now, their keys leave the image.
-    /// Files whose closes still wait for a batch stay the image's: their
+    /// After the image went to the engine: which inodes created in the
+    /// directory stay the image's. Files born under this delegation stay
+    /// (no other mount can know their numbers before the delegation ends:
+    /// a lookup or listing recalls it, a second name elsewhere or a move
+    /// out hands the file to the engine first), newest first, while the
+    /// image keeps within half its bound and the mount within half its
+    /// own: their opens read no engine, their next closes wait for a
+    /// batch too. Files whose closes wait for a batch always stay: their
     /// data then goes to the image, not to the engine one file at a time.
+    /// Directories go to the engine (a create in one delegates it).
     fn settle_fresh(&self, d: &Deleg, img: &mut Image) {
+        let mut per_ino: HashMap<Ino, usize> = HashMap::new();
+        let mut dir_keys = 0;
+        for k in img.keys.keys() {
+            if held_dir_of(&self.keys, k) == Some(d.dir) {
+                dir_keys += 1;
+            } else if let Some(i) = self.owned_inode(k) {
+                *per_ino.entry(i).or_default() += 1;
+            }
+        }
         let mut t = self.delegs.table();
         let waiting: HashSet<Ino> = t
             .deferred
             .iter()
-            .filter(|(_, x)| **x == d.dir)
+            .filter(|(f, x)| **x == d.dir && t.fresh.get(f) == Some(&d.dir))
             .map(|(f, _)| *f)
             .collect();
-        t.fresh
-            .retain(|i, dir| *dir != d.dir || waiting.contains(i));
+        let mut born: Vec<Ino> = t
+            .fresh
+            .iter()
+            .filter(|(i, x)| {
+                **x == d.dir
+                    && !waiting.contains(i)
+                    && !img.keys.contains_key(&self.keys.dir_times(**i))
+            })
+            .map(|(i, _)| *i)
+            .collect();
+        born.sort_unstable_by(|a, b| b.cmp(a));
+        let mut room = if self.delegs.keys.load(Relaxed) < self.cfg.delegation_keys_max / 2 {
+            (self.per_dir_max() / 2).saturating_sub(dir_keys)
+        } else {
+            0
+        };
+        let mut keep = waiting;
+        for i in &keep {
+            room = room.saturating_sub(per_ino.get(i).copied().unwrap_or(0));
+        }
+        for i in born {
+            let n = per_ino.get(&i).copied().unwrap_or(0);
+            if n > room {
+                break;
+            }
+            room -= n;
+            keep.insert(i);
+        }
+        t.fresh.retain(|i, dir| *dir != d.dir || keep.contains(i));
         t.guarded.retain(|_, dir| *dir != d.dir);
         drop(t);
         img.keys.retain(|k, _| {
             held_dir_of(&self.keys, k) == Some(d.dir)
-                || match self.keys.decode(k) {
-                    Some(Key::Open(_, i)) => waiting.contains(&i),
-                    _ => inode_of(&self.keys, k).is_some_and(|i| waiting.contains(&i)),
-                }
+                || self.owned_inode(k).is_some_and(|i| keep.contains(&i))
         });
         self.recount(img);
+    }
+
+    /// Is `op` an item put on session `sid`'s delete queue?
+    fn own_queue_put(&self, op: &Op, sid: u64) -> bool {
+        matches!(op, Op::Put { key, .. }
+            if matches!(self.keys.decode(key), Some(Key::Queue(s, _)) if s == sid))
+    }
+
+    /// The inode whose keys (record, times, xattrs, chunks, this
+    /// session's open record) `k` is one of.
+    fn owned_inode(&self, k: &[u8]) -> Option<Ino> {
+        match self.keys.decode(k)? {
+            Key::Open(_, i) => Some(i),
+            _ => inode_of(&self.keys, k),
+        }
     }
 
     /// A commit conditioned on the delegation failed: if the delegation is
@@ -1483,6 +1580,36 @@ impl SharedFs {
             _ => base,
         };
         t.hold_off.insert(dir, (Instant::now() + next, next));
+    }
+
+    /// Hands files born in `d`'s directory to the engine: their data and
+    /// the image go to the engine, then their keys leave the image.
+    fn hand_over(&self, d: &Deleg, inos: &HashSet<Ino>, until: Instant) -> Result<()> {
+        self.flush_deferred(|f, x| x == d.dir && inos.contains(&f))?;
+        let mut img = lock(&d.img);
+        if !img.live {
+            return Ok(());
+        }
+        self.flush_image(d, &mut img, None, until)?;
+        if img.dirty > 0 {
+            // A close deferred meanwhile: the next attempt comes back.
+            return Ok(());
+        }
+        let mut t = self.delegs.table();
+        let waiting = |i: &Ino| t.deferred.contains_key(i);
+        let gone: HashSet<Ino> = inos
+            .iter()
+            .copied()
+            .filter(|i| t.fresh.get(i) == Some(&d.dir) && !waiting(i))
+            .collect();
+        t.fresh.retain(|i, _| !gone.contains(i));
+        drop(t);
+        img.keys.retain(|k, _| {
+            held_dir_of(&self.keys, k) == Some(d.dir)
+                || self.owned_inode(k).is_none_or(|i| !gone.contains(&i))
+        });
+        self.recount(&mut img);
+        Ok(())
     }
 
     /// Sends a delegation's image to the engine now.
