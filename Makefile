@@ -6,7 +6,13 @@ STORE ?= $(HOME)/.local/share/churnfs/default
 MNT ?= /tmp/churnfs
 BIN := $(CARGO_TARGET_DIR)/release/churnfs
 
-.PHONY: deps build mount unmount test lint unit conformance crash-long fmt
+PREFIX ?= /usr/local
+SBIN ?= /sbin
+INSTALLED := $(DESTDIR)$(PREFIX)/bin/churnfs
+# Installing writes system directories: through sudo unless root.
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+.PHONY: deps build install uninstall mount unmount test lint unit conformance crash-long fmt
 
 deps:
 	@scripts/install-deps.sh
@@ -14,14 +20,28 @@ deps:
 build: deps
 	cargo build --release -p churnfs
 
-# Create the default store on first use, then mount it in the background.
-mount: build
+# churnfs on the PATH, the mount(8) helper (`mount -t fuse.churnfs`, fstab
+# lines of type fuse.churnfs) and the manual pages.
+install: build
+	$(SUDO) install -D -m 0755 $(BIN) $(INSTALLED)
+	$(SUDO) install -d $(DESTDIR)$(SBIN)
+	$(SUDO) ln -sf $(PREFIX)/bin/churnfs $(DESTDIR)$(SBIN)/mount.fuse.churnfs
+	$(SUDO) ln -sf $(PREFIX)/bin/churnfs $(DESTDIR)$(SBIN)/mount.churnfs
+	$(SUDO) $(BIN) man $(DESTDIR)$(PREFIX)/share/man/man8
+
+uninstall:
+	$(SUDO) rm -f $(INSTALLED) $(DESTDIR)$(SBIN)/mount.fuse.churnfs $(DESTDIR)$(SBIN)/mount.churnfs
+	$(SUDO) rm -f $(DESTDIR)$(PREFIX)/share/man/man8/churnfs*.8 $(DESTDIR)$(PREFIX)/share/man/man8/mount.*churnfs.8
+
+# Install, create the default store on first use, then mount it in the
+# background with the installed binary.
+mount: install
 	@mkdir -p "$(MNT)"
-	@test -d "$(STORE)/db" || $(BIN) mkfs "$(STORE)"
-	$(BIN) mount "$(STORE)" "$(MNT)" --background
+	@test -d "$(STORE)/db" || $(INSTALLED) mkfs "$(STORE)"
+	$(INSTALLED) mount "$(STORE)" "$(MNT)" --background
 
 unmount:
-	fusermount3 -u "$(MNT)"
+	umount "$(MNT)" 2>/dev/null || fusermount3 -u "$(MNT)"
 
 fmt:
 	cargo fmt --all

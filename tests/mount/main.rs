@@ -8,6 +8,7 @@ mod durability;
 mod enospc;
 mod kill9_churn;
 mod kill9_truncate;
+mod mount_helper;
 mod negative_dentries;
 mod opens;
 mod permissions;

@@ -1,6 +1,7 @@
 //! `churnfs`: make, mount, check and inspect churnfs filesystems.
 
 mod error;
+mod helper;
 mod mount;
 mod opts;
 mod stats;
@@ -92,6 +93,51 @@ enum Cmd {
     },
     /// Print the counters of a mounted churnfs filesystem.
     Stats { mountpoint: PathBuf },
+    /// Write the manual pages (section 8) into DIR (`make install`).
+    #[command(hide = true)]
+    Man { dir: PathBuf },
+}
+
+/// Writes a file everyone may read (this process's umask keeps what it
+/// makes private).
+fn write_public(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |e| CliError::Io(path.into(), e);
+    std::fs::write(path, bytes).map_err(io)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(io)
+}
+
+/// The manual pages: churnfs(8), one per subcommand, and the mount(8)
+/// helper's, which is churnfs-mount's.
+fn write_man_pages(dir: &std::path::Path) -> Result<ExitCode> {
+    use clap::CommandFactory;
+    let io = |p: &std::path::Path, e| CliError::Io(p.into(), e);
+    if !dir.is_dir() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let mode = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(dir, mode).map_err(|e| io(dir, e))?;
+    }
+    let cmd = Cli::command().name("churnfs");
+    let render = |c: clap::Command, name: &str| -> Result<()> {
+        let path = dir.join(format!("{name}.8"));
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(c)
+            .section("8")
+            .render(&mut buf)
+            .map_err(|e| io(&path, e))?;
+        write_public(&path, &buf)
+    };
+    render(cmd.clone(), "churnfs")?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("churnfs-{}", sub.get_name());
+        render(sub.clone().name(name.clone()), &name)?;
+    }
+    for helper in helper::NAMES {
+        let path = dir.join(format!("{helper}.8"));
+        write_public(&path, b".so man8/churnfs-mount.8\n")?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Default log filter: our own crates at warn, the store's (fjall,
@@ -151,6 +197,26 @@ fn main() -> ExitCode {
     // request at debug. The cap makes those macros stop at their one
     // comparison unless the filter could let them through.
     log::set_max_level(most);
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.first().is_some_and(|a| helper::called_as_helper(a)) {
+        let r = helper::parse(&argv[1..]).and_then(|h| {
+            if h.fake {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut fg = vec![
+                "mount".to_string(),
+                h.store.clone(),
+                h.mountpoint.display().to_string(),
+                "-o".to_string(),
+                h.options.join(","),
+            ];
+            if let Some(d) = &h.data {
+                fg.extend(["--data".to_string(), d.clone()]);
+            }
+            mount_cmd(&h.store, &h.mountpoint, &h.options, Some(&fg), h.data)
+        });
+        return finish(r);
+    }
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Mkfs {
@@ -170,13 +236,15 @@ fn main() -> ExitCode {
             options,
             background,
             data,
-        } => opts::MountOpts::parse(&options).and_then(|o| match volume::url(&store) {
-            Some(u) => u.and_then(|u| volume::mount(&u, &mountpoint, o, background, data)),
-            None if data.is_some() => Err(CliError::Other(
-                "--data is for shared volumes (etcd://...)".into(),
-            )),
-            None => mount::mount(std::path::Path::new(&store), &mountpoint, o, background),
-        }),
+        } => {
+            let fg: Vec<String> = argv
+                .iter()
+                .skip(1)
+                .filter(|a| *a != "--background")
+                .cloned()
+                .collect();
+            mount_cmd(&store, &mountpoint, &options, background.then_some(&fg[..]), data)
+        }
         Cmd::Fsck { store, data } => match volume::url(&store) {
             Some(u) => u.and_then(|u| volume::fsck(&u, data.as_deref())),
             None => store_dir::fsck(std::path::Path::new(&store)),
@@ -193,7 +261,30 @@ fn main() -> ExitCode {
             ))),
         },
         Cmd::Stats { mountpoint } => stats::print(&mountpoint),
+        Cmd::Man { dir } => write_man_pages(&dir),
     };
+    finish(r)
+}
+
+/// `churnfs mount`, and the mount(8) helper.
+fn mount_cmd(
+    store: &str,
+    mountpoint: &std::path::Path,
+    options: &[String],
+    background: Option<&[String]>,
+    data: Option<String>,
+) -> Result<ExitCode> {
+    let o = opts::MountOpts::parse(options)?;
+    match volume::url(store) {
+        Some(u) => u.and_then(|u| volume::mount(&u, mountpoint, o, background, data)),
+        None if data.is_some() => Err(CliError::Other(
+            "--data is for shared volumes (etcd://...)".into(),
+        )),
+        None => mount::mount(std::path::Path::new(store), mountpoint, o, background),
+    }
+}
+
+fn finish(r: Result<ExitCode>) -> ExitCode {
     match r {
         Ok(code) => code,
         Err(e) => {

@@ -39,12 +39,20 @@ pub(crate) fn check_mountpoint(mnt: &Path) -> Result<()> {
     Ok(())
 }
 
-pub fn mount(store: &Path, mnt: &Path, opts: MountOpts, background: bool) -> Result<ExitCode> {
+/// `background`: the arguments of the same mount in the foreground, for
+/// the daemon started in the background.
+pub fn mount(
+    store: &Path,
+    mnt: &Path,
+    opts: MountOpts,
+    background: Option<&[String]>,
+) -> Result<ExitCode> {
     check_mountpoint(mnt)?;
     let store = std::fs::canonicalize(store)
         .map_err(|_| CliError::NotAStore(store.into(), "no such directory".into()))?;
-    if background {
+    if let Some(args) = background {
         return spawn_background(
+            args,
             &store_dir::log_path(&store),
             mnt,
             &store.display().to_string(),
@@ -149,16 +157,17 @@ fn unmount_retrying(
     Err(last)
 }
 
-/// Starts the same command in the foreground as a detached child (its log
+/// Starts the mount in the foreground (`args`) as a detached child (its log
 /// in `log`) and waits until the mount is ready or the child fails (its
 /// error line is shown).
-pub(crate) fn spawn_background(log: &Path, mnt: &Path, what: &str) -> Result<ExitCode> {
+pub(crate) fn spawn_background(
+    args: &[String],
+    log: &Path,
+    mnt: &Path,
+    what: &str,
+) -> Result<ExitCode> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::Other(format!("cannot find own executable: {e}")))?;
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--background")
-        .collect();
     let log = log.to_path_buf();
     let log_file = std::fs::OpenOptions::new()
         .create(true)
@@ -167,7 +176,7 @@ pub(crate) fn spawn_background(log: &Path, mnt: &Path, what: &str) -> Result<Exi
         .open(&log)
         .map_err(|e| CliError::Io(log.clone(), e))?;
     let mut cmd = Command::new(exe);
-    cmd.args(&args)
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log_file);

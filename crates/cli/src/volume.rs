@@ -80,13 +80,13 @@ pub fn mount(
     u: &VolumeUrl,
     mnt: &Path,
     opts: MountOpts,
-    background: bool,
+    background: Option<&[String]>,
     data: Option<String>,
 ) -> Result<ExitCode> {
     check_mountpoint(mnt)?;
     let mnt = std::fs::canonicalize(mnt).map_err(|e| CliError::Io(mnt.into(), e))?;
-    if background {
-        return spawn_background(&stats::mount_file(&mnt, "log"), &mnt, &u.to_string());
+    if let Some(args) = background {
+        return spawn_background(args, &stats::mount_file(&mnt, "log"), &mnt, &u.to_string());
     }
     bound_the_heap();
     let kv = connect(u, opts.shared.op_timeout)?;

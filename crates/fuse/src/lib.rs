@@ -29,7 +29,7 @@ use ops::Who;
 use stats::Stats;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -459,11 +459,102 @@ pub fn fuser_config(cfg: &AdapterConfig) -> Config {
     c
 }
 
-/// A mounted churnfs: fuser's session (the mount, INIT's answer, the
-/// notifications) and the adapter whose readers serve it (dev.rs).
+/// A mounted churnfs: fuser's session (INIT's answer, the notifications;
+/// the mount itself when this process may not mount, through
+/// fusermount3) and the adapter whose readers serve it (dev.rs).
 pub struct Session {
     fuse: fuser::Session<Adapter>,
     core: Arc<Core>,
+    /// Mounted here (`mount_kernel`): unmounted here too.
+    own_mount: Option<PathBuf>,
+}
+
+/// Unmounts a session's filesystem from another thread (a signal).
+pub enum Unmounter {
+    Fuser(fuser::SessionUnmounter),
+    Own(PathBuf),
+}
+
+impl Unmounter {
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        match self {
+            Unmounter::Fuser(u) => u.unmount(),
+            Unmounter::Own(p) => umount(p, 0),
+        }
+    }
+}
+
+fn umount(p: &Path, flags: libc::c_int) -> std::io::Result<()> {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a valid NUL-terminated path for the call's duration.
+    if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The filesystem type the kernel shows (/proc/mounts, `df -T`, `findmnt`)
+/// and that `mount -t` and fstab name: the kernel's `fuse` with our subtype.
+pub const FS_TYPE: &str = "fuse.churnfs";
+
+/// Mounts a FUSE filesystem at `mnt` with mount(2), as type `fuse.churnfs`
+/// with `cfg.fsname` as its source (fuser's own mount says only `fuse`).
+/// None when this process may not mount (not root): fuser mounts through
+/// fusermount3 then.
+fn mount_kernel(mnt: &Path, cfg: &AdapterConfig) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    let cstr = |b: &[u8]| {
+        std::ffi::CString::new(b).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a NUL byte in a mount argument",
+            )
+        })
+    };
+    // SAFETY: a constant NUL-terminated path; the descriptor is owned below.
+    let raw = unsafe { libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `raw` was just opened and is owned by nothing else.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mut data = format!("fd={raw},rootmode=40000,user_id={uid},group_id={gid}");
+    if !cfg.daemon_checks() {
+        data.push_str(",default_permissions");
+    }
+    if cfg.allow_other {
+        data.push_str(",allow_other");
+    }
+    let source = cstr(cfg.fsname.as_bytes())?;
+    let target = cstr(mnt.as_os_str().as_encoded_bytes())?;
+    let fstype = cstr(FS_TYPE.as_bytes())?;
+    let data = cstr(data.as_bytes())?;
+    // SAFETY: every pointer is a valid NUL-terminated string for the call.
+    let r = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOATIME,
+            data.as_ptr().cast(),
+        )
+    };
+    if r == 0 {
+        return Ok(Some(fd));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EPERM) {
+        return Ok(None);
+    }
+    Err(e)
 }
 
 impl Adapter {
@@ -488,8 +579,11 @@ impl StatsSource {
 
 impl Session {
     /// Something another thread can unmount the filesystem with.
-    pub fn unmount_callable(&mut self) -> fuser::SessionUnmounter {
-        self.fuse.unmount_callable()
+    pub fn unmount_callable(&mut self) -> Unmounter {
+        match &self.own_mount {
+            Some(p) => Unmounter::Own(p.clone()),
+            None => Unmounter::Fuser(self.fuse.unmount_callable()),
+        }
     }
 
     /// Serves requests until the filesystem is unmounted; then ends the
@@ -498,6 +592,11 @@ impl Session {
         let threads = self.core.cfg.threads.max(1);
         let served = dev::run(&self.core, std::os::fd::AsFd::as_fd(&self.fuse), threads);
         drop(self.fuse);
+        if let (Err(_), Some(p)) = (&served, &self.own_mount) {
+            // Serving failed with the filesystem still mounted: detached,
+            // as fuser's own session does when it ends.
+            let _ = umount(p, libc::MNT_DETACH);
+        }
         served
     }
 }
@@ -515,18 +614,42 @@ pub fn session(adapter: Adapter, mountpoint: &Path) -> std::io::Result<Session> 
     let negatives = adapter.negatives();
     let workers = adapter.workers.clone();
     let ring_fd = adapter.ring_fd.clone();
-    let fuse = fuser::Session::new(adapter, mountpoint, &config)?;
-    let fd = std::os::fd::AsFd::as_fd(&fuse).try_clone_to_owned()?;
-    let _ = ring_fd.set(fd.try_clone()?);
-    // Its checks of the mount are requests of ours, not a second caller's.
-    let own = workers.clone();
-    negatives.start(fuse.notifier(), fd, absolute, move || own.own_thread())?;
-    if core.shared {
-        let inval = inval::Invalidator::start(fuse.notifier(), core.stats.clone())?;
-        core.backend.set_kernel_cache(Arc::new(inval));
+    let (fuse, own_mount) = match mount_kernel(&absolute, &adapter.cfg)? {
+        Some(fd) => {
+            let acl = config.acl;
+            match fuser::Session::from_fd(adapter, fd, acl, config) {
+                Ok(f) => (f, Some(absolute.clone())),
+                Err(e) => {
+                    let _ = umount(&absolute, libc::MNT_DETACH);
+                    return Err(e);
+                }
+            }
+        }
+        None => (fuser::Session::new(adapter, mountpoint, &config)?, None),
+    };
+    let started = (|| {
+        let fd = std::os::fd::AsFd::as_fd(&fuse).try_clone_to_owned()?;
+        let _ = ring_fd.set(fd.try_clone()?);
+        // Its checks of the mount are requests of ours, not a second caller's.
+        let own = workers.clone();
+        negatives.start(fuse.notifier(), fd, absolute, move || own.own_thread())?;
+        if core.shared {
+            let inval = inval::Invalidator::start(fuse.notifier(), core.stats.clone())?;
+            core.backend.set_kernel_cache(Arc::new(inval));
+        }
+        workers.watch(std::os::fd::AsFd::as_fd(&fuse))
+    })();
+    if let Err(e) = started {
+        if let Some(p) = &own_mount {
+            let _ = umount(p, libc::MNT_DETACH);
+        }
+        return Err(e);
     }
-    workers.watch(std::os::fd::AsFd::as_fd(&fuse))?;
-    Ok(Session { fuse, core })
+    Ok(Session {
+        fuse,
+        core,
+        own_mount,
+    })
 }
 
 /// fuser calls `init` while it makes the session (INIT's answer); no other

@@ -1,0 +1,186 @@
+//! mount(8) and fstab: `mount -t fuse.churnfs STORE MNT -o ...` and an
+//! fstab line (`mount -a`) mount a store through the helper
+//! `/sbin/mount.fuse.churnfs` (`make install` links it; here it is linked
+//! to this build's binary for the test, and put back after); `umount`
+//! unmounts; /proc/mounts shows type `fuse.churnfs` with the store as the
+//! source.
+
+use crate::support::{churnfs, churnfs_bin, eventually, is_mounted};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const HELPER: &str = "/sbin/mount.fuse.churnfs";
+
+/// One test at a time owns the helper's link.
+static LINK: Mutex<()> = Mutex::new(());
+
+/// The helper linked to this build's binary while the test runs; what was
+/// there before is put back on drop.
+struct HelperLink {
+    previous: Option<PathBuf>,
+    _held: std::sync::MutexGuard<'static, ()>,
+}
+
+impl HelperLink {
+    fn install() -> HelperLink {
+        let held = LINK.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = std::fs::read_link(HELPER).ok();
+        assert!(
+            previous.is_some() || !Path::new(HELPER).exists(),
+            "{HELPER} exists and is not a link: not replacing it"
+        );
+        let _ = std::fs::remove_file(HELPER);
+        std::os::unix::fs::symlink(churnfs_bin(), HELPER).expect("link the mount helper");
+        HelperLink {
+            previous,
+            _held: held,
+        }
+    }
+}
+
+impl Drop for HelperLink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(HELPER);
+        if let Some(p) = &self.previous {
+            let _ = std::os::unix::fs::symlink(p, HELPER);
+        }
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.output().expect("run a command")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The /proc/mounts line of `mnt`: (source, type).
+fn mount_entry(mnt: &Path) -> Option<(String, String)> {
+    let all = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let want = mnt.to_string_lossy().to_string();
+    all.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.get(1) == Some(&want.as_str())).then(|| (f[0].to_string(), f[2].to_string()))
+    })
+}
+
+/// The daemon's pid from the helper's "... (daemon pid N)" line.
+fn daemon_pid(out: &Output) -> u32 {
+    let s = text(&out.stdout);
+    s.rsplit("daemon pid ")
+        .next()
+        .and_then(|t| t.trim().trim_end_matches(')').parse().ok())
+        .unwrap_or_else(|| panic!("no daemon pid in {s:?}"))
+}
+
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // A zombie has exited: its parent has not reaped it yet.
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|t| t.trim_start().starts_with('Z')),
+    }
+}
+
+/// `umount`, then the daemon's exit (it commits and ends on its own).
+fn umount_and_wait(mnt: &Path, pid: u32) {
+    let out = run(Command::new("umount").arg(mnt));
+    assert!(out.status.success(), "umount: {}", text(&out.stderr));
+    assert!(!is_mounted(mnt));
+    assert!(
+        eventually(Duration::from_secs(60), || gone(pid)),
+        "daemon {pid} still running after umount"
+    );
+}
+
+fn fresh_store() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("churnfs-test-")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let store = dir.path().join("store");
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).expect("mountpoint");
+    let out = churnfs(&["mkfs", store.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "mkfs: {}", text(&out.stderr));
+    (dir, store, mnt)
+}
+
+#[test]
+fn mount_t_and_an_fstab_line_mount_a_store_and_umount_unmounts_it() {
+    let _link = HelperLink::install();
+    let (dir, store, mnt) = fresh_store();
+    // Options for mount(8) and systemd pass through the helper unharmed;
+    // churnfs's own apply.
+    let out = run(Command::new("mount")
+        .args(["-t", "fuse.churnfs"])
+        .arg(&store)
+        .arg(&mnt)
+        .args([
+            "-o",
+            "entry_ttl_ms=50,_netdev,nofail,x-systemd.requires=network-online.target",
+        ]));
+    assert!(out.status.success(), "mount -t: {}", text(&out.stderr));
+    let pid = daemon_pid(&out);
+    assert_eq!(
+        mount_entry(&mnt),
+        Some((store.display().to_string(), "fuse.churnfs".to_string()))
+    );
+    std::fs::write(mnt.join("hello"), b"through mount(8)").expect("write");
+    umount_and_wait(&mnt, pid);
+
+    // The same store from an fstab line, by `mount -a` and by mountpoint.
+    let fstab = dir.path().join("fstab");
+    std::fs::write(
+        &fstab,
+        format!(
+            "# a churnfs store\n{} {} fuse.churnfs defaults,_netdev,nofail,x-systemd.automount,attr_ttl_ms=100 0 0\n",
+            store.display(),
+            mnt.display()
+        ),
+    )
+    .expect("fstab");
+    for how in [vec!["-a"], vec![mnt.to_str().expect("utf-8 path")]] {
+        let out = run(Command::new("mount").arg("-T").arg(&fstab).args(&how));
+        assert!(out.status.success(), "mount {how:?}: {}", text(&out.stderr));
+        assert!(is_mounted(&mnt), "mount {how:?} mounted nothing");
+        assert_eq!(
+            std::fs::read(mnt.join("hello")).expect("read"),
+            b"through mount(8)"
+        );
+        umount_and_wait(&mnt, daemon_pid(&out));
+    }
+    let out = churnfs(&["fsck", store.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "fsck: {}", text(&out.stdout));
+}
+
+#[test]
+fn a_bad_mount_line_fails_with_one_line_and_mounts_nothing() {
+    let _link = HelperLink::install();
+    let (dir, store, mnt) = fresh_store();
+    let missing = dir.path().join("no-such-store");
+    let cases: [(&Path, &str, &str); 3] = [
+        (&missing, "", "no-such-store"),
+        (&store, "bogus_option=1", "bogus_option"),
+        (&store, "ro", "read-only"),
+    ];
+    for (source, opts, says) in cases {
+        let mut cmd = Command::new("mount");
+        cmd.args(["-t", "fuse.churnfs"]).arg(source).arg(&mnt);
+        if !opts.is_empty() {
+            cmd.args(["-o", opts]);
+        }
+        let out = run(&mut cmd);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{opts:?}: mount succeeded");
+        assert!(!is_mounted(&mnt), "{opts:?}: something was mounted");
+        let ours: Vec<&str> = err.lines().filter(|l| l.contains("churnfs")).collect();
+        assert_eq!(ours.len(), 1, "{opts:?}: not one line: {err:?}");
+        assert!(ours[0].contains(says), "{opts:?}: {err:?}");
+    }
+}
