@@ -336,6 +336,55 @@ fn files_born_in_a_delegated_directory_stay_its_own_across_batches_until_they_ar
 }
 
 #[test]
+fn a_file_born_in_a_delegated_directory_and_cut_frees_only_what_it_cut() {
+    let cfg = churnfs_shared::SharedConfig {
+        delegation_keys_max: 4096,
+        ..held_config()
+    };
+    let c = Cluster::new(2, cfg);
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(a, "d");
+    const MB: u64 = 1 << 20;
+    let (f, _) = a.create(CTX, d, b"big", 0o644).expect("create");
+    // Over several chunks (4 MiB each): uploaded at its close.
+    for i in 0..10 {
+        a.write(f.ino, i * MB, &vec![i as u8 + 1; MB as usize], false)
+            .expect("write");
+    }
+    a.release(f.ino).expect("close");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync of the directory");
+    // Cut to 5 MiB (chunk 2 to the delete queue, chunk 1 holed past the
+    // end), then grown again by a write past the cut.
+    let size = |n: u64| churnfs_vfs::SetAttr {
+        size: Some(n),
+        ..churnfs_vfs::SetAttr::default()
+    };
+    a.open(f.ino).expect("open");
+    a.setattr(f.ino, size(5 * MB)).expect("truncate");
+    // Past chunk 2, which only the extension reaches.
+    a.write(f.ino, 13 * MB, &vec![0xEE; MB as usize], false)
+        .expect("write past the cut");
+    a.release(f.ino).expect("close");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync of the directory");
+    // The delete queue frees what the cut left, in the engine.
+    c.settle();
+    let mut want = Vec::new();
+    for i in 0..5 {
+        want.extend(vec![i as u8 + 1; MB as usize]);
+    }
+    want.extend(vec![0u8; 8 * MB as usize]);
+    want.extend(vec![0xEE; MB as usize]);
+    assert_eq!(a.read(f.ino, 0, (14 * MB) as u32).expect("read here"), want);
+    let on_b = b.lookup(d, b"big").expect("lookup");
+    assert_eq!(
+        b.read(on_b.ino, 0, (14 * MB) as u32).expect("read there"),
+        want
+    );
+    c.settle();
+    c.fsck();
+}
+
+#[test]
 fn data_closed_in_a_delegated_directory_goes_with_the_batch_and_a_file_removed_first_never_uploads()
 {
     let c = Cluster::new(2, held_config());

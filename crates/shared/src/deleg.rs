@@ -765,6 +765,8 @@ impl SharedFs {
                 .collect();
             let deadline = Instant::now() + self.cfg.op_timeout;
             for d in mine.iter().filter(|d| !names(d.dir)) {
+                // A file left (its close deferred again): the next
+                // attempt comes back here.
                 self.hand_over(d, &touched, deadline)?;
             }
             return Ok(None);
@@ -1582,34 +1584,93 @@ impl SharedFs {
         t.hold_off.insert(dir, (Instant::now() + next, next));
     }
 
-    /// Hands files born in `d`'s directory to the engine: their data and
-    /// the image go to the engine, then their keys leave the image.
-    fn hand_over(&self, d: &Deleg, inos: &HashSet<Ino>, until: Instant) -> Result<()> {
+    /// The keys of `ino` that `img` holds.
+    fn keys_of(&self, img: &Image, ino: Ino, sid: u64) -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = [
+            self.keys.inode(ino),
+            self.keys.dir_times(ino),
+            self.keys.xattrs(ino),
+            self.keys.open(sid, ino),
+        ]
+        .into_iter()
+        .filter(|k| img.keys.contains_key(k))
+        .collect();
+        let (a, b) = self.keys.chunks(ino, 0, u64::MAX);
+        v.extend(img.keys.range(a..b).map(|(k, _)| k.clone()));
+        v
+    }
+
+    /// Hands files born in `d`'s directory to the engine: what the image
+    /// has pending for them (their data first) goes to the engine, then
+    /// their keys leave the image. False when one of them is left (a
+    /// close deferred its data again meanwhile).
+    fn hand_over(&self, d: &Deleg, inos: &HashSet<Ino>, until: Instant) -> Result<bool> {
         self.flush_deferred(|f, x| x == d.dir && inos.contains(&f))?;
         let mut img = lock(&d.img);
         if !img.live {
-            return Ok(());
-        }
-        self.flush_image(d, &mut img, None, until)?;
-        if img.dirty > 0 {
-            // A close deferred meanwhile: the next attempt comes back.
-            return Ok(());
+            return Ok(true);
         }
         let mut t = self.delegs.table();
-        let waiting = |i: &Ino| t.deferred.contains_key(i);
-        let gone: HashSet<Ino> = inos
+        let mine: Vec<Ino> = inos
             .iter()
             .copied()
-            .filter(|i| t.fresh.get(i) == Some(&d.dir) && !waiting(i))
+            .filter(|i| t.fresh.get(i) == Some(&d.dir))
             .collect();
-        t.fresh.retain(|i, _| !gone.contains(i));
+        let gone: Vec<Ino> = mine
+            .iter()
+            .copied()
+            .filter(|i| !t.deferred.contains_key(i))
+            .collect();
+        let all = gone.len() == mine.len();
         drop(t);
-        img.keys.retain(|k, _| {
-            held_dir_of(&self.keys, k) == Some(d.dir)
-                || self.owned_inode(k).is_none_or(|i| !gone.contains(&i))
-        });
+        let keys: Vec<Vec<u8>> = gone
+            .iter()
+            .flat_map(|i| self.keys_of(&img, *i, d.sid))
+            .collect();
+        if keys
+            .iter()
+            .any(|k| img.keys.get(k).is_some_and(|s| s.dirty))
+        {
+            self.flush_image(d, &mut img, None, until)?;
+            if !img.live {
+                return Ok(true);
+            }
+        }
+        t = self.delegs.table();
+        for i in &gone {
+            t.fresh.remove(i);
+        }
+        drop(t);
+        for k in &keys {
+            // Committed (flushed above): the engine has the same.
+            if img.keys.get(k).is_some_and(|s| !s.dirty) {
+                img.keys.remove(k);
+            }
+        }
         self.recount(&mut img);
-        Ok(())
+        Ok(all)
+    }
+
+    /// The delete queue is about to work on `ino` in the engine: a file
+    /// born in a directory delegated here hands its keys over first (its
+    /// chunk records are read and removed there). False: not yet (the
+    /// item waits for the next round).
+    pub(crate) fn release_born(&self, ino: Ino) -> Result<bool> {
+        if self.delegs.held.load(Relaxed) == 0 {
+            return Ok(true);
+        }
+        let d = {
+            let t = self.delegs.table();
+            let Some(dir) = t.fresh.get(&ino).copied() else {
+                return Ok(true);
+            };
+            t.held.get(&dir).cloned()
+        };
+        let until = Instant::now() + self.cfg.op_timeout;
+        match d {
+            Some(d) => self.hand_over(&d, &HashSet::from([ino]), until),
+            None => Ok(true),
+        }
     }
 
     /// Sends a delegation's image to the engine now.

@@ -273,6 +273,12 @@ impl SharedFs {
         // and queue items in one commit.
         let mut group = Group::default();
         for e in items {
+            if let Ok(Work::Chunks { ino, .. }) = schema::decode_work(&e.value) {
+                // Its chunk records are read and removed in the engine.
+                if !self.release_born(ino)? {
+                    continue;
+                }
+            }
             match self.take_small(&e, &mut group) {
                 Ok(true) => {
                     if group.t.txn.ops.len() >= GROUP_OPS {
