@@ -66,7 +66,7 @@ pub enum Kind {
 pub const TARGETS: &[(&str, Kind)] = &[
     ("churnfs-tmpfs", Kind::Churnfs),
     ("churnfs-disk", Kind::Churnfs),
-    ("churnfs-xattr", Kind::Churnfs),
+    ("churnfs-noxattr", Kind::Churnfs),
     ("churnfs-uring", Kind::Churnfs),
     ("tmpfs", Kind::Kernel),
     ("ext4", Kind::Kernel),

@@ -121,8 +121,8 @@ fn unlinked_open_file_keeps_its_data_until_close() {
 }
 
 #[test]
-fn xattrs_through_the_kernel() {
-    let m = Mount::new("xattr=1");
+fn xattrs_through_the_kernel_on_a_default_mount() {
+    let m = Mount::new("");
     let p = m.path("x");
     fs::write(&p, b"").unwrap();
     let path = CString::new(p.as_os_str().as_bytes()).unwrap();
@@ -174,9 +174,9 @@ fn xattrs_through_the_kernel() {
 }
 
 #[test]
-fn a_default_mount_refuses_xattrs_and_keeps_the_file_usable() {
-    // Extended attributes are off unless asked for (`-o xattr=1`).
-    let m = Mount::new("");
+fn a_mount_without_xattrs_refuses_them_and_keeps_the_file_usable() {
+    // Extended attributes are on unless turned off (`-o xattr=0`).
+    let m = Mount::new("xattr=0");
     let p = m.path("x");
     fs::write(&p, b"data").unwrap();
     let path = CString::new(p.as_os_str().as_bytes()).unwrap();

@@ -44,8 +44,10 @@ Mount options (-o key=value,...; defaults in brackets):
                            who checks permissions: the daemon on a private mount,
                            the kernel with allow_other [auto]
   default_permissions      the same as permissions=kernel
-  xattr=0|1                extended attributes; with them a new file's first write
-                           and every truncate cost one request more [0]
+  xattr=0|1                extended attributes (user.*, ACLs, security labels); with
+                           them a new file's first write and every truncate cost
+                           one request more (the kernel's security.capability
+                           probe); 0 saves it and refuses xattrs [1]
   uring=0|1|auto           serve requests over FUSE-over-io_uring: 1 asks the kernel
                            for it, auto only when it is offered (Linux 6.14+, with
                            /sys/module/fuse/parameters/enable_uring set to Y) [auto]

@@ -85,7 +85,7 @@ pub struct AdapterConfig {
     /// Who checks permissions. When the kernel does, the daemon also asks
     /// for no OPEN and OPENDIR (see `Adapter::opens`).
     pub permissions: Permissions,
-    /// Serve extended attributes (off by default, docs/design.md "Extended
+    /// Serve extended attributes (on by default, docs/design.md "Extended
     /// attributes"). Without them every xattr call answers ENOSYS, the
     /// kernel stops asking (EOPNOTSUPP to callers), and the
     /// `getxattr(security.capability)` it sends before a new file's first
@@ -115,7 +115,7 @@ impl Default for AdapterConfig {
             spread_readers: true,
             allow_other: false,
             permissions: Permissions::Auto,
-            xattrs: false,
+            xattrs: true,
             uring: Uring::default(),
             fsname: "churnfs".into(),
         }
