@@ -46,6 +46,15 @@ fn held_config() -> churnfs_shared::SharedConfig {
     }
 }
 
+/// As `held_config`, with room in an image for every file born in these
+/// tests (with 512 keys, the oldest would go to the engine at a batch).
+fn roomy_config() -> churnfs_shared::SharedConfig {
+    churnfs_shared::SharedConfig {
+        delegation_keys_max: 4096,
+        ..held_config()
+    }
+}
+
 #[test]
 fn files_created_and_removed_in_a_delegated_directory_never_reach_the_engine() {
     let c = Cluster::new(1, held_config());
@@ -238,13 +247,7 @@ fn a_free_waiting_in_a_batch_follows_a_write_from_another_mount() {
 #[test]
 fn files_born_in_a_delegated_directory_stay_its_own_across_batches_until_they_are_named_elsewhere()
 {
-    // Room in the image for every file (with 512 keys, the oldest three
-    // would go to the engine at the batch).
-    let cfg = churnfs_shared::SharedConfig {
-        delegation_keys_max: 4096,
-        ..held_config()
-    };
-    let c = Cluster::new(2, cfg);
+    let c = Cluster::new(2, roomy_config());
     let (a, b) = (&c.mounts[0], &c.mounts[1]);
     let d = dir(a, "d");
     let e = dir(a, "e");
@@ -337,11 +340,7 @@ fn files_born_in_a_delegated_directory_stay_its_own_across_batches_until_they_ar
 
 #[test]
 fn a_file_born_in_a_delegated_directory_and_cut_frees_only_what_it_cut() {
-    let cfg = churnfs_shared::SharedConfig {
-        delegation_keys_max: 4096,
-        ..held_config()
-    };
-    let c = Cluster::new(2, cfg);
+    let c = Cluster::new(2, roomy_config());
     let (a, b) = (&c.mounts[0], &c.mounts[1]);
     let d = dir(a, "d");
     const MB: u64 = 1 << 20;
