@@ -184,3 +184,36 @@ fn a_bad_mount_line_fails_with_one_line_and_mounts_nothing() {
         assert!(ours[0].contains(says), "{opts:?}: {err:?}");
     }
 }
+
+#[test]
+fn the_daemon_tells_the_service_manager_when_the_mount_is_ready_and_when_it_stops() {
+    // A stand-in for systemd's notification socket (Type=notify): the
+    // datagrams sd_notify(3) sends.
+    let (dir, store, mnt) = fresh_store();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut child = Command::new(churnfs_bin())
+        .arg("mount")
+        .arg(&store)
+        .arg(&mnt)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("no READY=1 within 30 s");
+    let said = text(&buf[..n]);
+    assert!(said.lines().any(|l| l == "READY=1"), "{said:?}");
+    // Ready means mounted: what starts after it finds the filesystem.
+    assert!(is_mounted(&mnt), "READY=1 before the mount");
+    std::fs::write(mnt.join("f"), b"x").expect("write");
+    let out = run(Command::new("umount").arg(&mnt));
+    assert!(out.status.success(), "umount: {}", text(&out.stderr));
+    let n = sock.recv(&mut buf).expect("no STOPPING=1 after umount");
+    assert!(text(&buf[..n]).lines().any(|l| l == "STOPPING=1"));
+    let st = child.wait().expect("daemon exit");
+    assert!(st.success(), "daemon exited with {st}");
+}

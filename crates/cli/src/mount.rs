@@ -100,6 +100,12 @@ pub(crate) fn serve(
         let _ = backend.shutdown();
         Served::Mount(e)
     })?;
+    // Under systemd (Type=notify) units ordered after this one start now:
+    // the filesystem is mounted and INIT answered. Without NOTIFY_SOCKET
+    // this does nothing.
+    if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+        tracing::warn!("could not tell the service manager the mount is ready: {e}");
+    }
     let mut unmounter = session.unmount_callable();
     let mut signals =
         signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
@@ -119,6 +125,7 @@ pub(crate) fn serve(
         })
         .map_err(Served::Mount)?;
     let served = session.run();
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     let _ = std::fs::remove_file(sock);
     let committed = backend.shutdown();
     served.map_err(Served::Mount)?;
