@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// gc's grace on these volumes: twice their upload window.
-const GRACE: u64 = 4;
+const GRACE: u64 = 8;
 
 fn bytes(rng: &mut Rng, n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
