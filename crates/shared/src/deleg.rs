@@ -207,11 +207,26 @@ fn held_dir_of(keys: &schema::Keys, k: &[u8]) -> Option<Ino> {
 }
 
 /// The inode a key belongs to, for the keys an inode created in a
-/// delegated directory owns.
+/// delegated directory owns (record, times, xattrs, chunks, a session's
+/// open record).
+fn inode_in(key: &Key) -> Option<Ino> {
+    match *key {
+        Key::Inode(i) | Key::DirTimes(i) | Key::Xattr(i) | Key::Chunk(i, _) | Key::Open(_, i) => {
+            Some(i)
+        }
+        _ => None,
+    }
+}
+
+fn owned_inode(keys: &schema::Keys, k: &[u8]) -> Option<Ino> {
+    inode_in(&keys.decode(k)?)
+}
+
+/// As `owned_inode`, without open records.
 fn inode_of(keys: &schema::Keys, k: &[u8]) -> Option<Ino> {
     match keys.decode(k)? {
-        Key::Inode(i) | Key::DirTimes(i) | Key::Xattr(i) | Key::Chunk(i, _) => Some(i),
-        _ => None,
+        Key::Open(..) => None,
+        key => inode_in(&key),
     }
 }
 
@@ -401,20 +416,19 @@ impl Delegations {
         if self.held.load(Relaxed) == 0 {
             return None;
         }
+        // One decode: this runs for every key of every operation.
+        let key = keys.decode(k)?;
         let t = self.table();
-        if let Some(d) = held_dir_of(keys, k) {
+        if let Key::Dentry { parent: d, .. } | Key::DirTimes(d) = key {
             if let Some(h) = t.held.get(&d) {
                 return Some(h.clone());
             }
         }
-        if let Some(Key::Open(_, i)) = keys.decode(k) {
-            return t.held.get(t.fresh.get(&i)?).cloned();
-        }
-        let i = inode_of(keys, k)?;
+        let i = inode_in(&key)?;
         if let Some(d) = t.fresh.get(&i) {
             return t.held.get(d).cloned();
         }
-        match keys.decode(k)? {
+        match key {
             Key::Inode(_) | Key::Xattr(_) => t.held.get(t.guarded.get(&i)?).cloned(),
             _ => None,
         }
@@ -761,7 +775,7 @@ impl SharedFs {
                 .iter()
                 .map(cond_key)
                 .chain(txn.ops.iter().map(Op::key))
-                .filter_map(|k| self.owned_inode(k))
+                .filter_map(|k| owned_inode(&self.keys, k))
                 .collect();
             let deadline = Instant::now() + self.cfg.op_timeout;
             for d in mine.iter().filter(|d| !names(d.dir)) {
@@ -1141,8 +1155,7 @@ impl SharedFs {
                     // files born in it that stay the image's.
                     let k = op.key();
                     let mine = held_dir_of(&self.keys, k) == Some(d.dir)
-                        || self
-                            .owned_inode(k)
+                        || owned_inode(&self.keys, k)
                             .is_some_and(|i| t.fresh.get(&i) == Some(&d.dir));
                     if mine {
                         img.apply(op, rev, false);
@@ -1207,7 +1220,7 @@ impl SharedFs {
         for k in img.keys.keys() {
             if held_dir_of(&self.keys, k) == Some(d.dir) {
                 dir_keys += 1;
-            } else if let Some(i) = self.owned_inode(k) {
+            } else if let Some(i) = owned_inode(&self.keys, k) {
                 *per_ino.entry(i).or_default() += 1;
             }
         }
@@ -1251,7 +1264,7 @@ impl SharedFs {
         drop(t);
         img.keys.retain(|k, _| {
             held_dir_of(&self.keys, k) == Some(d.dir)
-                || self.owned_inode(k).is_some_and(|i| keep.contains(&i))
+                || owned_inode(&self.keys, k).is_some_and(|i| keep.contains(&i))
         });
         self.recount(img);
     }
@@ -1260,15 +1273,6 @@ impl SharedFs {
     fn own_queue_put(&self, op: &Op, sid: u64) -> bool {
         matches!(op, Op::Put { key, .. }
             if matches!(self.keys.decode(key), Some(Key::Queue(s, _)) if s == sid))
-    }
-
-    /// The inode whose keys (record, times, xattrs, chunks, this
-    /// session's open record) `k` is one of.
-    fn owned_inode(&self, k: &[u8]) -> Option<Ino> {
-        match self.keys.decode(k)? {
-            Key::Open(_, i) => Some(i),
-            _ => inode_of(&self.keys, k),
-        }
     }
 
     /// A commit conditioned on the delegation failed: if the delegation is
