@@ -74,9 +74,14 @@ fn unique_data_url() -> String {
 
 impl Cluster {
     pub fn new(mounts: usize, cfg: SharedConfig) -> Cluster {
+        Cluster::with_upload_window(mounts, cfg, schema::UPLOAD_WINDOW_MS)
+    }
+
+    /// As `new`, on a volume whose upload window is `window_ms`.
+    pub fn with_upload_window(mounts: usize, cfg: SharedConfig, window_ms: u32) -> Cluster {
         let kv = MemKv::new();
         let data = unique_data_url();
-        SharedFs::mkfs(&kv, VOLUME, &data, schema::UPLOAD_WINDOW_MS, 0, 0).expect("mkfs");
+        SharedFs::mkfs(&kv, VOLUME, &data, window_ms, 0, 0).expect("mkfs");
         let mut c = Cluster {
             kv,
             data,

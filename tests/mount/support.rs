@@ -321,8 +321,8 @@ pub struct Volume {
 pub const SHARED_OPTS: &str = "session_ttl_ms=3000,op_timeout_ms=8000";
 
 /// The upload window of the volumes on S3 here: gc's grace may be 8 s.
-/// (At 2 s, a batch naming a 9 MB file's upload on a loaded 2-core CI run
-/// could miss half the window and be given up: see docs/design.md §15.)
+/// (A batch reached past half the window stores its objects again: at
+/// 2 s, a loaded 2-core CI run would do that often.)
 pub const UPLOAD_WINDOW_MS: &str = "4000";
 
 impl Volume {

@@ -436,3 +436,40 @@ fn data_closed_in_a_delegated_directory_goes_with_the_batch_and_a_file_removed_f
     c.settle();
     c.fsck();
 }
+
+/// A batch the delegation thread reaches late (a loaded machine, a slow
+/// store) names objects uploaded more than half the upload window ago:
+/// it stores them again and commits, rather than give up what it holds.
+#[test]
+fn a_late_batch_stores_its_objects_again_and_loses_nothing() {
+    let cfg = churnfs_shared::SharedConfig {
+        file_flush_bytes: 64 * 1024,
+        ..held_config()
+    };
+    let c = Cluster::with_upload_window(2, cfg, churnfs_shared::schema::UPLOAD_WINDOW_MIN_MS);
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(a, "d");
+    cycle(a, d, "first");
+    assert!(a.delegated().contains(&d));
+    let data: Vec<u8> = (0..300_000u32).map(|n| (n * 31 % 251) as u8).collect();
+    let (f, _) = a.create(CTX, d, b"f", 0o644).expect("create");
+    for (i, piece) in data.chunks(32 * 1024).enumerate() {
+        a.write(f.ino, (i * 32 * 1024) as u64, piece, false)
+            .expect("write");
+    }
+    let put = c.stat(0, "objects_put");
+    assert!(put > 0, "no write flushed while the file was open");
+    // Past half the 1 s window, the batch still unsent.
+    std::thread::sleep(Duration::from_millis(700));
+    a.release(f.ino).expect("close");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync of the directory");
+    assert!(
+        c.stat(0, "upload_refreshes") > 0,
+        "nothing was stored again"
+    );
+    assert_eq!(c.stat(0, "delegations_lost"), 0);
+    let g = b.lookup(d, b"f").expect("lookup on the other mount");
+    assert_eq!(b.read(g.ino, 0, 400_000).expect("read"), data);
+    c.settle();
+    c.fsck();
+}

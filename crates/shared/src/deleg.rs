@@ -1115,7 +1115,7 @@ impl SharedFs {
                 return Ok(None);
             }
         }
-        let Some(until) = self.batch_until(&img, until) else {
+        let Some(until) = self.batch_until(&mut img, until) else {
             self.abandon(d, &mut img);
             return Ok(None);
         };
@@ -1292,16 +1292,68 @@ impl SharedFs {
         Ok(false)
     }
 
-    /// The latest a batch of `img` may reach the engine: None when the
-    /// oldest object it names was uploaded more than half the upload
-    /// window ago (gc may take it once the window has passed).
-    fn batch_until(&self, img: &Image, until: Instant) -> Option<Instant> {
+    /// The latest a batch of `img` may reach the engine: within the upload
+    /// window of the oldest upload it names. Past half the window, the
+    /// objects it names are stored again first (`refresh_uploads`), which
+    /// restarts the window; None only when that failed or the window had
+    /// passed (gc may have taken an object then).
+    fn batch_until(&self, img: &mut Image, until: Instant) -> Option<Instant> {
         let window = self.upload_window();
         match img.uploaded_at {
             None => Some(until),
             Some(at) if at.elapsed() < window / 2 => Some(until.min(at + window)),
+            Some(at) if at.elapsed() < window => match self.refresh_uploads(img, at + window) {
+                Ok(start) => Some(until.min(start + window)),
+                Err(e) => {
+                    tracing::warn!("objects of a batch not stored again: {e}");
+                    None
+                }
+            },
             Some(_) => None,
         }
+    }
+
+    /// Stores again, under the same names, the objects named by the chunk
+    /// records `img` has pending (a batch the delegation thread reached
+    /// late: a loaded machine, a slow store), so that their times in the
+    /// store are no older than this call; returns when it started. The
+    /// bytes come from the read cache where it has them; objects the
+    /// engine named already are stored again too (the same bytes).
+    fn refresh_uploads(&self, img: &mut Image, deadline: Instant) -> Result<Instant> {
+        let start = Instant::now();
+        let mut objs = Vec::new();
+        for (k, s) in img.keys.iter().filter(|(_, s)| s.dirty) {
+            let (Some(v), Some(Key::Chunk(ino, chunk))) = (&s.value, self.keys.decode(k)) else {
+                continue;
+            };
+            for r in schema::decode_chunk(ino, v)?
+                .slices
+                .iter()
+                .filter_map(|s| s.obj.as_ref())
+            {
+                if Instant::now() >= deadline {
+                    return Err(EngineError::Store(StoreError::Unavailable(
+                        "the upload window passed while objects were read".into(),
+                    )));
+                }
+                let b = match self.cache.get(r.id) {
+                    Some(b) => b,
+                    None => self.blobs.get(ino, chunk, r)?,
+                };
+                objs.push((self.blobs.path(ino, chunk, r.id), b));
+            }
+        }
+        objs.sort_by(|a, b| a.0.cmp(&b.0));
+        objs.dedup_by(|a, b| a.0 == b.0);
+        Stats::add(&self.stats.upload_refreshes, objs.len() as u64);
+        self.blobs.put_many(objs)?;
+        if Instant::now() >= deadline {
+            return Err(EngineError::Store(StoreError::Unavailable(
+                "the upload window passed while objects were stored again".into(),
+            )));
+        }
+        img.uploaded_at = Some(start);
+        Ok(start)
     }
 
     /// Gives up a batch that can no longer reach the engine safely (its
@@ -1310,7 +1362,7 @@ impl SharedFs {
     fn abandon(&self, d: &Deleg, img: &mut Image) {
         Stats::inc(&self.stats.delegations_lost);
         tracing::error!(
-            "directory {}: a batch naming objects uploaded half the upload window ago was not committed; its {} changes are not in the volume",
+            "directory {}: a batch naming objects uploaded an upload window ago (or that could not be stored again) was not committed; its {} changes are not in the volume",
             d.dir,
             img.dirty
         );
@@ -1912,7 +1964,7 @@ impl SharedFs {
                     at += 1;
                     continue;
                 }
-                let Some(u) = self.batch_until(&img, deadline) else {
+                let Some(u) = self.batch_until(&mut img, deadline) else {
                     self.abandon(d, &mut img);
                     at += 1;
                     continue;

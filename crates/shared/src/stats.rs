@@ -99,6 +99,7 @@ churnfs_vfs::counters! {
     compactions_conflicted,
     objects_discarded,
     upload_window_retries,
+    upload_refreshes,
     object_errors,
     corrupt_objects,
     stale_chunk_rereads,
