@@ -37,6 +37,13 @@ if ! command -v weed >/dev/null; then
   command -v weed >/dev/null || { echo "install-deps: weed not on PATH after pip install" >&2; exit 1; }
 fi
 
+# The metrics test reads the endpoint with Prometheus's Python client.
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+  echo "install-deps: installing prometheus-client (pip)"
+  pip=$(command -v pip3 || command -v pip)
+  "$pip" install -q prometheus-client 2>/dev/null || "$pip" install -q --break-system-packages prometheus-client
+fi
+
 # The permission tests and pjdfstest switch to the users `nobody` and `tests`.
 if ! id tests >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ]; then

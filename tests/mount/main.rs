@@ -10,6 +10,7 @@ mod kill9_churn;
 mod kill9_truncate;
 mod mount_helper;
 mod negative_dentries;
+mod observe;
 mod opens;
 mod permissions;
 mod posix_basics;

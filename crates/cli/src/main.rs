@@ -2,6 +2,7 @@
 
 mod error;
 mod helper;
+mod metrics;
 mod mount;
 mod opts;
 mod stats;
@@ -91,8 +92,19 @@ enum Cmd {
         #[arg(long, value_name = "URL")]
         data: Option<String>,
     },
-    /// Print the counters of a mounted churnfs filesystem.
-    Stats { mountpoint: PathBuf },
+    /// Print the counters and gauges of a mounted churnfs filesystem,
+    /// grouped by part, the delete backlog and reclaim work first.
+    Stats {
+        mountpoint: PathBuf,
+        /// Refresh every SECS seconds (default 1), like top: changed values
+        /// with their rates per second.
+        #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "1")]
+        watch: Option<f64>,
+        /// One JSON object (with --watch, one a line): each name's value,
+        /// part, kind (counter or gauge) and, watching, rate per second.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write the manual pages (section 8) into DIR (`make install`).
     #[command(hide = true)]
     Man { dir: PathBuf },
@@ -260,7 +272,11 @@ fn main() -> ExitCode {
                 "{volume:?} is not a volume URL: gc is for shared volumes (etcd://HOST:PORT/VOLUME); a local store frees its own data"
             ))),
         },
-        Cmd::Stats { mountpoint } => stats::print(&mountpoint),
+        Cmd::Stats {
+            mountpoint,
+            watch,
+            json,
+        } => stats::print(&mountpoint, watch, json),
         Cmd::Man { dir } => write_man_pages(&dir),
     };
     finish(r)

@@ -58,6 +58,7 @@ pub fn mount(
             &store.display().to_string(),
         );
     }
+    let metrics = opts.metrics.map(crate::metrics::bind).transpose()?;
     let _lock = store_dir::lock(&store)?;
     let kv = store_dir::open(&store)?;
     let mut ecfg = opts.engine.clone();
@@ -66,7 +67,7 @@ pub fn mount(
     let mut acfg = opts.adapter.clone();
     acfg.fsname = store.display().to_string();
     crate::STORE_LOGS.store(true, std::sync::atomic::Ordering::Relaxed);
-    serve(engine, mnt, acfg, &store_dir::sock_path(&store)).map_err(|e| match e {
+    serve(engine, mnt, acfg, &store_dir::sock_path(&store), metrics).map_err(|e| match e {
         Served::Mount(e) => CliError::Io(mnt.into(), e),
         Served::Shutdown(e) => CliError::engine(&store, e),
     })
@@ -82,18 +83,25 @@ pub(crate) enum Served {
 
 /// Mounts `backend` at `mnt` and serves it until unmounted (by `umount`,
 /// or by a signal: SIGINT, SIGTERM, SIGHUP); then shuts the backend down.
-/// The stats socket `sock` serves the counters meanwhile.
+/// The stats socket `sock` serves the counters meanwhile, and `metrics`
+/// (bound by the caller) the metrics endpoint.
 pub(crate) fn serve(
     backend: Arc<dyn Backend>,
     mnt: &Path,
     acfg: AdapterConfig,
     sock: &Path,
+    metrics: Option<crate::metrics::Endpoint>,
 ) -> std::result::Result<ExitCode, Served> {
     let adapter = churnfs_fuse::Adapter::new(backend.clone(), acfg);
     // The stats socket is bound before the mount appears, so that
     // `churnfs stats` answers as soon as the mountpoint is seen mounted.
     if let Err(e) = stats::serve(sock, adapter.stats_source()) {
         tracing::warn!("stats socket unavailable: {e}");
+    }
+    if let Some(m) = metrics {
+        if let Err(e) = m.serve(adapter.stats_source()) {
+            tracing::warn!("metrics endpoint not served: {e}");
+        }
     }
     let mut session = churnfs_fuse::session(adapter, mnt).map_err(|e| {
         let _ = std::fs::remove_file(sock);

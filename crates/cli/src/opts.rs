@@ -48,6 +48,8 @@ Mount options (-o key=value,...; defaults in brackets):
                            them a new file's first write and every truncate cost
                            one request more (the kernel's security.capability
                            probe); 0 saves it and refuses xattrs [1]
+  metrics=ADDR:PORT        serve every counter and gauge, and FUSE request times
+                           by opcode, for Prometheus at http://ADDR:PORT/metrics
   uring=0|1|auto           serve requests over FUSE-over-io_uring: 1 asks the kernel
                            for it, auto only when it is offered (Linux 6.14+, with
                            /sys/module/fuse/parameters/enable_uring set to Y) [auto]
@@ -78,6 +80,8 @@ pub struct MountOpts {
     pub shared: SharedConfig,
     /// `threads` was given (a shared volume's default differs).
     pub threads_given: bool,
+    /// Where the metrics endpoint listens (`metrics=ADDR:PORT`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 fn num(key: &str, v: Option<&str>) -> Result<u64> {
@@ -148,6 +152,15 @@ impl MountOpts {
                 "spread_readers" => o.adapter.spread_readers = num(k, v)? != 0,
                 "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
+                "metrics" => {
+                    let a = v.unwrap_or_default();
+                    o.metrics = Some(a.parse().map_err(|_| {
+                        CliError::BadOptionValue(
+                            k.into(),
+                            format!("{a:?} is not ADDRESS:PORT (127.0.0.1:9567, [::1]:9567)"),
+                        )
+                    })?);
+                }
                 "uring" => {
                     o.adapter.uring = match v {
                         Some("0") => Uring::Off,

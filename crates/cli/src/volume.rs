@@ -89,6 +89,7 @@ pub fn mount(
         return spawn_background(args, &stats::mount_file(&mnt, "log"), &mnt, &u.to_string());
     }
     bound_the_heap();
+    let metrics = opts.metrics.map(crate::metrics::bind).transpose()?;
     let kv = connect(u, opts.shared.op_timeout)?;
     let mut cfg = opts.shared.clone();
     cfg.mountpoint = mnt.display().to_string();
@@ -108,7 +109,7 @@ pub fn mount(
         // readers keep more of them in flight.
         acfg.threads = SHARED_THREADS;
     }
-    serve(fs, &mnt, acfg, &stats::mount_file(&mnt, "sock")).map_err(|e| match e {
+    serve(fs, &mnt, acfg, &stats::mount_file(&mnt, "sock"), metrics).map_err(|e| match e {
         Served::Mount(e) => CliError::Io(mnt.clone(), e),
         Served::Shutdown(e) => volume_err(u, e),
     })

@@ -166,6 +166,10 @@ impl Backend for Engine {
         Engine::stats(self)
     }
 
+    fn stats_catalogue(&self) -> &'static [churnfs_vfs::counters::Desc] {
+        crate::stats::Stats::catalogue()
+    }
+
     fn shutdown(&self) -> Result<()> {
         Engine::shutdown(self)
     }

@@ -697,10 +697,9 @@ impl Engine {
     }
 
     pub fn stats(&self) -> Vec<(&'static str, u64)> {
-        let mut v = self.stats.snapshot();
-        v.push(("store_reopens", self.store.reopens()));
-        v.push(("staging_waits", self.store.staging_waits()));
-        v
+        Stats::set(&self.stats.store_reopens, self.store.reopens());
+        Stats::set(&self.stats.staging_waits, self.store.staging_waits());
+        self.stats.snapshot()
     }
 
     pub fn stats_handle(&self) -> Arc<Stats> {

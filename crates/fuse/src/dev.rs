@@ -229,7 +229,9 @@ fn answer(core: &Core, r: &[u8], out: &mut [u8], send: &mut dyn FnMut(&[u8])) ->
                 rest: &body[fixed..],
             };
             let _turn = core.workers.turn(who.pid);
-            let (err, n) = outcome(opcode, || serve(core, &req, &mut out[OUT_HEADER..]));
+            let (err, n) = outcome(&core.latency, opcode, || {
+                serve(core, &req, &mut out[OUT_HEADER..])
+            });
             reply(out, err, n);
             // The caller has its answer; the notes for the kernel's
             // negative dentries are made while it reads it.

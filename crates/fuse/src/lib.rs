@@ -10,6 +10,7 @@ pub mod cred;
 mod dev;
 pub mod errno;
 mod inval;
+pub mod latency;
 pub mod negative;
 mod ops;
 mod ring;
@@ -17,6 +18,7 @@ pub mod stats;
 mod wire;
 pub mod workers;
 
+use churnfs_vfs::counters::Desc;
 use churnfs_vfs::perm::{self, MAY_EXEC, MAY_READ, MAY_WRITE};
 use churnfs_vfs::{Attr, Backend, Coherence, EngineError, Ino};
 use cred::ReqCaller;
@@ -24,6 +26,7 @@ use fuser::{
     Config, Filesystem, FopenFlags, Generation, InitFlags, KernelConfig, MountOption, Request,
     SessionACL,
 };
+use latency::{Latency, OpLatency};
 use negative::KernelNegatives;
 use ops::Who;
 use stats::Stats;
@@ -201,6 +204,8 @@ pub struct Core {
     shared: bool,
     cfg: AdapterConfig,
     stats: Arc<Stats>,
+    /// How long requests take to answer, per opcode (latency.rs).
+    latency: Latency,
     negatives: Arc<KernelNegatives>,
     /// Which worker threads read /dev/fuse (workers.rs).
     workers: Arc<Workers>,
@@ -280,6 +285,7 @@ impl Adapter {
                 shared,
                 cfg,
                 stats,
+                latency: Latency::default(),
                 negatives,
                 workers,
                 checks,
@@ -570,10 +576,23 @@ impl Adapter {
 pub struct StatsSource(Arc<Core>);
 
 impl StatsSource {
+    /// Every counter and gauge, the backend's first, as `(name, value)`.
     pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
         let mut v = self.0.backend.stats();
         v.extend(self.0.stats.snapshot());
         v
+    }
+
+    /// What each of `snapshot`'s names is, in the same order.
+    pub fn catalogue(&self) -> Vec<Desc> {
+        let mut v = self.0.backend.stats_catalogue().to_vec();
+        v.extend_from_slice(Stats::catalogue());
+        v
+    }
+
+    /// How long requests took to answer, per opcode served.
+    pub fn latency(&self) -> Vec<OpLatency> {
+        self.0.latency.snapshot()
     }
 }
 

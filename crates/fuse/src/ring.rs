@@ -261,7 +261,9 @@ fn queue(
             .name(format!("churnfs-wait{qid}"))
             .spawn_scoped(s, move || {
                 for (i, opcode, nodeid, unique, commit_id) in rx {
-                    let (err, _) = outcome(opcode, || serve_wait(core, opcode, nodeid).map(|()| 0));
+                    let (err, _) = outcome(&core.latency, opcode, || {
+                        serve_wait(core, opcode, nodeid).map(|()| 0)
+                    });
                     answers
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -436,7 +438,7 @@ fn serve_queue(
                 let _ = jobs.send((i, opcode, nodeid, unique, commit_id));
                 continue;
             }
-            let (err, n) = outcome(opcode, || serve(core, &r, &mut out));
+            let (err, n) = outcome(&core.latency, opcode, || serve(core, &r, &mut out));
             e.payload[..n].copy_from_slice(&out[..n]);
             reply_header(&mut e.header, unique, err, n);
             commit(&mut ring, i, commit_id)?;

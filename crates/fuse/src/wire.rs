@@ -4,6 +4,7 @@
 //! apart, and the /dev/fuse readers (dev.rs), where they follow each other
 //! after the in header. ABI 7.40, which fuser negotiates at INIT.
 
+use crate::latency::Latency;
 use crate::ops::{self, DirItem, Res, SetattrIn, Who};
 use crate::stats::Stats;
 use crate::{convert, Core};
@@ -11,7 +12,7 @@ use fuser::{Errno, FileAttr, FileType, TimeOrNow};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 // Opcodes (include/uapi/linux/fuse.h).
 pub(crate) const LOOKUP: u32 = 1;
@@ -243,8 +244,15 @@ fn type_bits(k: FileType) -> u32 {
 /// through here. A panic that held the engine's state or one of its parts
 /// has stopped the engine by then (`churnfs_engine`'s `PanicStop`): every
 /// later request answers EIO, and nothing half done is committed.
-pub(crate) fn outcome(opcode: u32, served: impl FnOnce() -> Res<usize>) -> (i32, usize) {
-    match catch_unwind(AssertUnwindSafe(served)) {
+pub(crate) fn outcome(
+    lat: &Latency,
+    opcode: u32,
+    served: impl FnOnce() -> Res<usize>,
+) -> (i32, usize) {
+    let t0 = Instant::now();
+    let r = catch_unwind(AssertUnwindSafe(served));
+    lat.record(opcode, t0.elapsed());
+    match r {
         Ok(Ok(n)) => (0, n),
         Ok(Err(e)) => (-e.code(), 0),
         Err(_) => {
@@ -516,12 +524,19 @@ pub(crate) mod tests {
 
     #[test]
     fn a_handler_that_panics_is_answered_eio_and_others_as_they_return() {
-        assert_eq!(outcome(LOOKUP, || Ok(24)), (0, 24));
-        assert_eq!(outcome(LOOKUP, || Err(Errno::ENOENT)), (-libc::ENOENT, 0));
-        let panicked = outcome(LOOKUP, || -> Res<usize> { panic!("a handler's bug") });
+        let lat = Latency::default();
+        assert_eq!(outcome(&lat, LOOKUP, || Ok(24)), (0, 24));
+        assert_eq!(
+            outcome(&lat, LOOKUP, || Err(Errno::ENOENT)),
+            (-libc::ENOENT, 0)
+        );
+        let panicked = outcome(&lat, LOOKUP, || -> Res<usize> { panic!("a handler's bug") });
         assert_eq!(panicked, (-libc::EIO, 0));
         // The thread goes on: the next request is answered as usual.
-        assert_eq!(outcome(FSYNC, || Ok(0)), (0, 0));
+        assert_eq!(outcome(&lat, FSYNC, || Ok(0)), (0, 0));
+        // Every answer is timed, the panicked one too.
+        let timed: Vec<(&str, u64)> = lat.snapshot().iter().map(|o| (o.name, o.count)).collect();
+        assert_eq!(timed, vec![("lookup", 3), ("fsync", 1)]);
     }
 
     pub(crate) fn core() -> Arc<Core> {

@@ -576,8 +576,11 @@ impl Backend for SharedFs {
     }
 
     fn stats(&self) -> Vec<(&'static str, u64)> {
-        let _ = Stats::names;
         self.stats.snapshot()
+    }
+
+    fn stats_catalogue(&self) -> &'static [churnfs_vfs::counters::Desc] {
+        Stats::catalogue()
     }
 
     fn shutdown(&self) -> Result<()> {

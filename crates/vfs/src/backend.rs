@@ -158,6 +158,9 @@ pub trait Backend: Send + Sync {
     fn statfs(&self) -> Result<StatFs>;
     /// Every counter and gauge of the backend, as `(name, value)`.
     fn stats(&self) -> Vec<(&'static str, u64)>;
+    /// What each of `stats`'s names is (its part, help and kind), in the
+    /// same order.
+    fn stats_catalogue(&self) -> &'static [crate::counters::Desc];
     /// Makes everything durable and stops; later calls answer an error.
     fn shutdown(&self) -> Result<()>;
 }
