@@ -2,6 +2,7 @@
 //! adapter tracks names the kernel may hold as negative (missing lookups,
 //! unlinked names) and invalidates the oldest beyond `kernel_negative_max`.
 //! Negative replies carry a TTL, and a name created later is seen at once.
+//! The inodes the kernel holds stay near their bound too.
 
 use crate::support::{stat_of, Mount};
 use std::fs;
@@ -189,4 +190,36 @@ fn a_working_directory_goes_whole_again_and_again() {
     assert_eq!(stat_of(&m, "kernel_negative_dir_flush_refused"), 0);
     m.unmount();
     m.assert_fsck_clean();
+}
+
+/// The inodes the kernel holds for the mount stay near
+/// `kernel_inodes_max` however many files were created and listed
+/// (FUSE_NOTIFY_PRUNE, Linux 6.18+); an older kernel refuses it and the
+/// mount says so in its stats.
+#[test]
+fn the_inodes_the_kernel_holds_stay_near_their_bound() {
+    let m = Mount::new("kernel_inodes_max=500");
+    std::fs::create_dir(m.path("d")).unwrap();
+    for i in 0..4000 {
+        std::fs::write(m.path(&format!("d/f{i}")), b"").unwrap();
+    }
+    let mut listed = 0;
+    for e in std::fs::read_dir(m.path("d")).unwrap() {
+        assert!(e.unwrap().metadata().unwrap().is_file());
+        listed += 1;
+    }
+    assert_eq!(listed, 4000);
+    if stat_of(&m, "kernel_prune_unsupported") == 1 {
+        assert_eq!(stat_of(&m, "kernel_prunes"), 0);
+        return;
+    }
+    assert!(stat_of(&m, "kernel_prunes") > 0);
+    // The last prunes' FORGETs come after their replies.
+    let held = || stat_of(&m, "kernel_known_inodes");
+    assert!(
+        crate::support::eventually(std::time::Duration::from_secs(10), || held()
+            <= 500 + 2 * 256),
+        "the kernel holds {} inodes",
+        held()
+    );
 }

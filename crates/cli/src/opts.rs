@@ -20,6 +20,8 @@ Mount options (-o key=value,...; defaults in brackets):
   negative_ttl_ms=N        how long the kernel trusts that a name is missing [1000]
   kernel_negative_max=N    negative dentries the kernel may keep for this mount;
                            beyond it the oldest are invalidated (0: no limit) [10000]
+  kernel_inodes_max=N      inodes the kernel may hold for this mount; beyond it the
+                           longest known are pruned (Linux 6.18+; 0: no limit) [100000]
   threads=N                FUSE worker threads, one cloned fd each [number of
                            cores; 16 for a shared volume, whose requests wait on
                            the network]
@@ -137,6 +139,7 @@ impl MountOpts {
                 "attr_ttl_ms" => o.adapter.attr_ttl = Duration::from_millis(num(k, v)?),
                 "negative_ttl_ms" => o.adapter.negative_ttl = Duration::from_millis(num(k, v)?),
                 "kernel_negative_max" => o.adapter.kernel_negative_max = num(k, v)? as usize,
+                "kernel_inodes_max" => o.adapter.kernel_inodes_max = num(k, v)? as usize,
                 "threads" => {
                     o.adapter.threads = num(k, v)?.clamp(1, 64) as usize;
                     o.threads_given = true;

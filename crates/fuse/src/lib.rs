@@ -13,6 +13,7 @@ mod inval;
 pub mod latency;
 pub mod negative;
 mod ops;
+mod prune;
 mod ring;
 pub mod stats;
 mod wire;
@@ -54,6 +55,10 @@ pub struct AdapterConfig {
     /// Most negative dentries the kernel may keep for this mount; beyond it
     /// the oldest are invalidated (0: no limit).
     pub kernel_negative_max: usize,
+    /// Most inodes the kernel may hold for this mount; beyond it the
+    /// longest known are pruned (FUSE_NOTIFY_PRUNE, Linux 6.18+; 0: no
+    /// limit).
+    pub kernel_inodes_max: usize,
     /// Ask for the kernel's writeback cache (writes gathered in the page
     /// cache). Off by default: it costs more requests than it saves on
     /// small files (docs/design.md, "Writeback cache").
@@ -108,6 +113,7 @@ impl Default for AdapterConfig {
             attr_ttl: Duration::from_secs(1),
             negative_ttl: Duration::from_secs(1),
             kernel_negative_max: 10_000,
+            kernel_inodes_max: 100_000,
             writeback_cache: false,
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -206,6 +212,8 @@ pub struct Core {
     stats: Arc<Stats>,
     /// How long requests take to answer, per opcode (latency.rs).
     latency: Latency,
+    /// The inodes the kernel holds, kept within a bound (prune.rs).
+    kernel_inodes: prune::KernelInodes,
     negatives: Arc<KernelNegatives>,
     /// Which worker threads read /dev/fuse (workers.rs).
     workers: Arc<Workers>,
@@ -279,6 +287,7 @@ impl Adapter {
         ));
         let w = workers.clone();
         backend.on_wait(Box::new(move || w.before_wait()));
+        let kernel_inodes = prune::KernelInodes::new(cfg.kernel_inodes_max, stats.clone());
         Adapter {
             core: Arc::new(Core {
                 backend,
@@ -286,6 +295,7 @@ impl Adapter {
                 cfg,
                 stats,
                 latency: Latency::default(),
+                kernel_inodes,
                 negatives,
                 workers,
                 checks,
@@ -651,6 +661,7 @@ pub fn session(adapter: Adapter, mountpoint: &Path) -> std::io::Result<Session> 
         let _ = ring_fd.set(fd.try_clone()?);
         // Its checks of the mount are requests of ours, not a second caller's.
         let own = workers.clone();
+        core.kernel_inodes.start(fd.try_clone()?)?;
         negatives.start(fuse.notifier(), fd, absolute, move || own.own_thread())?;
         if core.shared {
             let inval = inval::Invalidator::start(fuse.notifier(), core.stats.clone())?;

@@ -213,6 +213,7 @@ impl Core {
     }
 
     pub(crate) fn do_forget(&self, i: u64, nlookup: u64) {
+        self.kernel_inodes.forget(i);
         self.backend.forget(Ino(i), nlookup);
     }
 

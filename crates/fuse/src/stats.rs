@@ -32,6 +32,14 @@ churnfs_vfs::counters! {
         ring_spin_misses,
         ring_handed_off,
     }
+    pruning "inodes the kernel holds for this mount, kept near kernel_inodes_max with FUSE_NOTIFY_PRUNE" {
+        #[gauge] kernel_inodes_max,
+        #[gauge] kernel_inodes_noted,
+        kernel_prunes,
+        kernel_prune_inodes,
+        kernel_prune_dropped,
+        #[gauge] kernel_prune_unsupported,
+    }
     perm "permission checks made in the daemon" {
         perm_checks,
         perm_denied,

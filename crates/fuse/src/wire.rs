@@ -177,8 +177,10 @@ fn put_attr(b: &mut [u8], o: usize, a: &FileAttr) {
     put32(b, 84, a.flags);
 }
 
-/// Writes `struct fuse_entry_out` (128 bytes) at `o`.
-fn put_entry(b: &mut [u8], o: usize, e: &ops::Entry) -> usize {
+/// Writes `struct fuse_entry_out` (128 bytes) at `o`; the kernel will hold
+/// the inode (prune.rs notes it).
+fn put_entry(core: &Core, b: &mut [u8], o: usize, e: &ops::Entry) -> usize {
+    core.kernel_inodes.note(e.attr.ino.0);
     b[o..o + 40].fill(0);
     put64(b, o, e.attr.ino.0);
     put64(b, o + 8, e.generation.0);
@@ -284,7 +286,7 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
         LOOKUP => {
             Stats::inc(&st.op_lookup);
             let (name, _) = r.name()?;
-            Ok(put_entry(out, 0, &core.do_lookup(r.who, i, name)?))
+            Ok(put_entry(core, out, 0, &core.do_lookup(r.who, i, name)?))
         }
         GETATTR => {
             Stats::inc(&st.op_getattr);
@@ -328,18 +330,19 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
             let (name, rest) = r.name()?;
             let (target, _) = split_name(rest)?;
             let e = core.do_symlink(r.who, i, name, target.as_bytes())?;
-            Ok(put_entry(out, 0, &e))
+            Ok(put_entry(core, out, 0, &e))
         }
         MKNOD => {
             Stats::inc(&st.op_mknod);
             let (name, _) = r.name()?;
             let e = core.do_mknod(r.who, i, name, u32_at(f, 0), u32_at(f, 4))?;
-            Ok(put_entry(out, 0, &e))
+            Ok(put_entry(core, out, 0, &e))
         }
         MKDIR => {
             Stats::inc(&st.op_mkdir);
             let (name, _) = r.name()?;
             Ok(put_entry(
+                core,
                 out,
                 0,
                 &core.do_mkdir(r.who, i, name, u32_at(f, 0))?,
@@ -365,7 +368,7 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
             Stats::inc(&st.op_link);
             let (newname, _) = r.name()?;
             let e = core.do_link(r.who, u64_at(f, 0), i, newname)?;
-            Ok(put_entry(out, 0, &e))
+            Ok(put_entry(core, out, 0, &e))
         }
         OPEN => {
             Stats::inc(&st.op_open);
@@ -460,7 +463,7 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
                     return true;
                 }
                 if let Some(en) = &e.entry {
-                    put_entry(out, n, en);
+                    put_entry(core, out, n, en);
                 }
                 let d = n + head;
                 out[d..n + len].fill(0);
@@ -486,14 +489,14 @@ pub(crate) fn serve(core: &Core, r: &In, out: &mut [u8]) -> Res<usize> {
             Stats::inc(&st.op_create);
             let (name, _) = r.name()?;
             let c = core.do_create(r.who, i, name, u32_at(f, 4))?;
-            let n = put_entry(out, 0, &c.entry);
+            let n = put_entry(core, out, 0, &c.entry);
             Ok(n + put_open(out, n, &c.opened))
         }
         TMPFILE => {
             // fuse_create_in, then the dentry's name ("/"), unused.
             Stats::inc(&st.op_tmpfile);
             let c = core.do_tmpfile(r.who, i, u32_at(f, 4))?;
-            let n = put_entry(out, 0, &c.entry);
+            let n = put_entry(core, out, 0, &c.entry);
             Ok(n + put_open(out, n, &c.opened))
         }
         FALLOCATE => {
