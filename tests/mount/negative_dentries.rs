@@ -23,6 +23,7 @@ fn churned_and_missing_names_are_invalidated_beyond_the_budget() {
     let mut sent = 0;
     for _ in 0..200 {
         sent = stat_of(&m, "kernel_negative_invalidated")
+            + stat_of(&m, "kernel_negative_inval_enoent")
             + stat_of(&m, "kernel_negative_inval_failed");
         if sent >= 5000 {
             break;

@@ -295,6 +295,12 @@ mod tests {
         assert_eq!(r.len(), OUT_HEADER + 128);
         assert_eq!(u64_at(r, OUT_HEADER), 0, "a negative entry");
         assert_eq!(u64_at(r, OUT_HEADER + 16), 1, "the negative TTL, 1 s");
+        // A kernel that keeps the negative dentries it is asked to drop:
+        // misses answer ENOENT, no entry to keep.
+        c.negatives.refuse();
+        let (sent, _) = serve_one(&c, &request(LOOKUP, 1, b"nope2\0"));
+        assert_eq!(head(&sent[0]), (OUT_HEADER, -libc::ENOENT, 77));
+        assert_eq!(sent[0].len(), OUT_HEADER);
         // O_TMPFILE, which fuser's loop could not receive.
         let create_in = [(libc::O_RDWR | libc::O_TMPFILE) as u32, 0o100600, 0, 0]
             .map(u32::to_le_bytes)

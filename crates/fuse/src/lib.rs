@@ -288,6 +288,14 @@ impl Adapter {
         let w = workers.clone();
         backend.on_wait(Box::new(move || w.before_wait()));
         let kernel_inodes = prune::KernelInodes::new(cfg.kernel_inodes_max, stats.clone());
+        // 1: the kernel deletes an unlinked name's dentry rather than keep
+        // it negative (Linux 6.12+; older kernels, without the file, keep
+        // it, as 0 says).
+        let dentry_negative = std::fs::read_to_string("/proc/sys/fs/dentry-negative")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        Stats::set(&stats.kernel_dentry_negative_sysctl, dentry_negative);
         Adapter {
             core: Arc::new(Core {
                 backend,
@@ -662,7 +670,7 @@ pub fn session(adapter: Adapter, mountpoint: &Path) -> std::io::Result<Session> 
         // Its checks of the mount are requests of ours, not a second caller's.
         let own = workers.clone();
         core.kernel_inodes.start(fd.try_clone()?)?;
-        negatives.start(fuse.notifier(), fd, absolute, move || own.own_thread())?;
+        negatives.start(fd, absolute, move || own.own_thread())?;
         if core.shared {
             let inval = inval::Invalidator::start(fuse.notifier(), core.stats.clone())?;
             core.backend.set_kernel_cache(Arc::new(inval));

@@ -35,13 +35,13 @@
 use crate::stats::Stats;
 use churnfs_vfs::DirShape;
 use foldhash::HashMap;
-use fuser::{INodeNo, Notifier};
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex};
 
@@ -243,6 +243,37 @@ pub struct KernelNegatives {
     probe: Option<Box<dyn DirProbe>>,
     /// Directory node → (its parent, its name), as the kernel last heard.
     dir_names: Mutex<HashMap<u64, Name>>,
+    /// The kernel keeps the negative dentries it is asked to drop
+    /// (`RefusalWatch`): misses are answered with no TTL, which the kernel
+    /// drops at the last reference (its `d_delete` of an expired dentry).
+    refused: Arc<AtomicBool>,
+}
+
+/// Tells a kernel that refuses to drop negative dentries from one whose
+/// cache lost a few: ENOENT is the answer for a name not in the cache, and
+/// also, on Linux 6.19 to 7.1.x, for a negative dentry the kernel keeps.
+/// Three batches in a row of at least `MIN` names with nine in ten
+/// answered ENOENT say the kernel refuses.
+#[derive(Default)]
+pub struct RefusalWatch {
+    in_a_row: u32,
+}
+
+impl RefusalWatch {
+    const MIN: usize = 32;
+
+    /// One batch: `asked` names, `enoent` of them answered ENOENT. True
+    /// once the kernel is taken to refuse.
+    pub fn batch(&mut self, asked: usize, enoent: usize) -> bool {
+        if asked >= Self::MIN {
+            if enoent * 10 >= asked * 9 {
+                self.in_a_row += 1;
+            } else {
+                self.in_a_row = 0;
+            }
+        }
+        self.in_a_row >= 3
+    }
 }
 
 impl KernelNegatives {
@@ -269,6 +300,7 @@ impl KernelNegatives {
             stats,
             probe,
             dir_names: Mutex::new(HashMap::default()),
+            refused: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -282,7 +314,6 @@ impl KernelNegatives {
     /// its names must go one by one.
     pub fn start(
         &self,
-        notifier: Notifier,
         session_fd: OwnedFd,
         mountpoint: PathBuf,
         started: impl FnOnce() + Send + 'static,
@@ -292,6 +323,8 @@ impl KernelNegatives {
         // and counted).
         let (tx, rx) = sync_channel::<Batch>(8);
         let stats = self.stats.clone();
+        let refused = self.refused.clone();
+        let mut watch = RefusalWatch::default();
         std::thread::Builder::new()
             .name("churnfs-inval".into())
             .spawn(move || {
@@ -347,18 +380,43 @@ impl KernelNegatives {
                             names.into_keys().map(|n| (dir, n)).collect()
                         }
                     };
+                    let (asked, mut enoent) = (names.len(), 0);
                     for (parent, name) in names {
-                        match notifier.inval_entry(INodeNo(parent), OsStr::from_bytes(&name)) {
+                        match inval_entry_raw(&session_fd, parent, &name) {
                             Ok(()) => Stats::inc(&stats.kernel_negative_invalidated),
                             // The connection is gone: unmounting.
                             Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return,
+                            // Not in the kernel's cache, or a kernel that
+                            // keeps negative dentries it is asked to drop.
+                            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                                enoent += 1;
+                                Stats::inc(&stats.kernel_negative_inval_enoent);
+                            }
                             Err(_) => Stats::inc(&stats.kernel_negative_inval_failed),
                         }
+                    }
+                    if watch.batch(asked, enoent) && !refused.swap(true, Relaxed) {
+                        Stats::set(&stats.kernel_negative_refused, 1);
+                        tracing::warn!(
+                            "the kernel answers ENOENT to nearly every negative dentry it is asked to drop (Linux 6.19 to 7.1 keep them): misses are answered with no TTL from now on, which the kernel does not keep"
+                        );
                     }
                 }
             })?;
         *self.tx.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
         Ok(())
+    }
+
+    /// Whether the kernel was found to keep the negative dentries it is
+    /// asked to drop: misses then go without a TTL.
+    pub fn refused(&self) -> bool {
+        self.refused.load(Relaxed)
+    }
+
+    /// As the side thread decides when the kernel refuses (tests).
+    #[cfg(test)]
+    pub(crate) fn refuse(&self) {
+        self.refused.store(true, Relaxed);
     }
 
     /// The kernel now has a dentry for directory `dir` as `parent/name`.
@@ -950,6 +1008,27 @@ mod tests {
         });
         k.note(1, b"now");
         assert_eq!(k.tracked(), 2);
+    }
+
+    #[test]
+    fn three_batches_answered_enoent_in_a_row_say_the_kernel_refuses() {
+        // (asked, answered ENOENT, refusing after it)
+        let table = [
+            (64, 64, false),
+            (64, 60, false),
+            (64, 10, false), // a healthy batch starts the count again
+            (64, 64, false),
+            (10, 10, false), // too small to count either way
+            (64, 58, false),
+            (64, 64, true),
+            (64, 0, true), // once refusing, refusing
+        ];
+        let mut w = RefusalWatch::default();
+        let mut once = false;
+        for (i, (asked, enoent, want)) in table.into_iter().enumerate() {
+            once |= w.batch(asked, enoent);
+            assert_eq!(once, want, "batch {i}");
+        }
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl Core {
     fn negative(&self, parent: u64, name: &OsStr, drains: u64) -> Res<Entry> {
         self.negatives
             .note_miss(parent, name.as_bytes(), Some(drains));
-        if self.cfg.negative_ttl.is_zero() {
+        if self.cfg.negative_ttl.is_zero() || self.negatives.refused() {
             return Err(Errno::ENOENT);
         }
         Ok(Entry {

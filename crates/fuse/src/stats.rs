@@ -5,11 +5,14 @@
 churnfs_vfs::counters! {
     /// Every counter and gauge of the adapter (docs/design.md, "Stats").
     pub struct Stats {
-    negative "negative dentries the kernel holds for this mount: the budget, those tracked, invalidated, dropped" {
+    negative "negative dentries the kernel holds for this mount: the budget, those tracked, invalidated, answered ENOENT, dropped; whether the kernel refuses to drop them; its fs.dentry-negative" {
         #[gauge] kernel_negative_budget,
         #[gauge] kernel_negative_tracked,
         kernel_negative_invalidated,
         kernel_negative_inval_failed,
+        kernel_negative_inval_enoent,
+        #[gauge] kernel_negative_refused,
+        #[gauge] kernel_dentry_negative_sysctl,
         kernel_negative_dropped,
         kernel_negative_compactions,
         kernel_negative_dir_flushes,
