@@ -71,6 +71,12 @@ enum Cmd {
     Fsck {
         #[arg(value_name = "STORE")]
         store: String,
+        /// Fix what can be fixed without guessing (a local store, unmounted):
+        /// data and records of missing files, link and entry counts, names
+        /// that point at nothing; files without a name go to /lost+found.
+        /// One line per fix, then the store is checked again.
+        #[arg(long)]
+        repair: bool,
         /// A shared volume's data store, when not where the volume says.
         #[arg(long, value_name = "URL")]
         data: Option<String>,
@@ -257,9 +263,16 @@ fn main() -> ExitCode {
                 .collect();
             mount_cmd(&store, &mountpoint, &options, background.then_some(&fg[..]), data)
         }
-        Cmd::Fsck { store, data } => match volume::url(&store) {
+        Cmd::Fsck {
+            store,
+            data,
+            repair,
+        } => match volume::url(&store) {
+            Some(_) if repair => Err(CliError::Other(format!(
+                "{store}: --repair works on a local store; a shared volume's fsck only reports"
+            ))),
             Some(u) => u.and_then(|u| volume::fsck(&u, data.as_deref())),
-            None => store_dir::fsck(std::path::Path::new(&store)),
+            None => store_dir::fsck(std::path::Path::new(&store), repair),
         },
         Cmd::Gc {
             volume,

@@ -117,19 +117,33 @@ pub fn mkfs(store: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn fsck(store: &Path) -> Result<ExitCode> {
+pub fn fsck(store: &Path, repair: bool) -> Result<ExitCode> {
     let _lock = lock(store)?;
     let kv = open(store)?;
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_message("checking");
-    let report = check::check_store(&*kv, &mut |n| {
-        bar.set_message(format!("{n} keys read"));
-        bar.tick();
-    })
-    .map_err(|e| CliError::engine(store, e))?;
-    bar.finish_and_clear();
+    let check_now = || -> Result<check::Report> {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.set_message("checking");
+        let report = check::check_store(&*kv, &mut |n| {
+            bar.set_message(format!("{n} keys read"));
+            bar.tick();
+        })
+        .map_err(|e| CliError::engine(store, e))?;
+        bar.finish_and_clear();
+        Ok(report)
+    };
+    let mut report = check_now()?;
     for p in &report.problems {
         crate::out!("{}: {p}", store.display());
+    }
+    if repair && !report.fixes.is_empty() {
+        let lines = check::repair_store(&*kv, &report).map_err(|e| CliError::engine(store, e))?;
+        for l in &lines {
+            crate::out!("{}: repaired: {l}", store.display());
+        }
+        report = check_now()?;
+        for p in &report.problems {
+            crate::out!("{}: left: {p}", store.display());
+        }
     }
     if report.is_clean() {
         crate::out!(
@@ -143,9 +157,16 @@ pub fn fsck(store: &Path) -> Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         crate::out!(
-            "{}: {} problems found",
+            "{}: {} problems found{}",
             store.display(),
-            report.problems.len()
+            report.problems.len(),
+            if repair {
+                " that --repair does not fix without guessing"
+            } else if report.fixes.is_empty() {
+                ""
+            } else {
+                " (--repair fixes some)"
+            }
         );
         Ok(ExitCode::from(1))
     }

@@ -548,6 +548,13 @@ impl MemStore {
         g.durable.insert(key.to_vec(), value.to_vec());
     }
 
+    /// Removes a raw key directly (tests that forge damage).
+    pub fn raw_delete(&self, key: &[u8]) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.live.remove(key);
+        g.durable.remove(key);
+    }
+
     /// Every live pair (tests).
     pub fn dump(&self) -> Vec<KvPair> {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
