@@ -9,6 +9,9 @@ BIN := $(CARGO_TARGET_DIR)/release/churnfs
 PREFIX ?= /usr/local
 SBIN ?= /sbin
 INSTALLED := $(DESTDIR)$(PREFIX)/bin/churnfs
+# The systemd unit template (dist/churnfs@.service), where systemd looks for
+# units under the prefix.
+UNIT := $(DESTDIR)$(PREFIX)/lib/systemd/system/churnfs@.service
 # Installing writes system directories: through sudo unless root.
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
@@ -21,17 +24,20 @@ build: deps
 	cargo build --release -p churnfs
 
 # churnfs on the PATH, the mount(8) helper (`mount -t fuse.churnfs`, fstab
-# lines of type fuse.churnfs) and the manual pages.
+# lines of type fuse.churnfs), the manual pages and the systemd unit.
 install: build
 	$(SUDO) install -D -m 0755 $(BIN) $(INSTALLED)
 	$(SUDO) install -d $(DESTDIR)$(SBIN)
 	$(SUDO) ln -sf $(PREFIX)/bin/churnfs $(DESTDIR)$(SBIN)/mount.fuse.churnfs
 	$(SUDO) ln -sf $(PREFIX)/bin/churnfs $(DESTDIR)$(SBIN)/mount.churnfs
 	$(SUDO) $(BIN) man $(DESTDIR)$(PREFIX)/share/man/man8
+	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/churnfs@.service > $(CARGO_TARGET_DIR)/churnfs@.service
+	$(SUDO) install -D -m 0644 $(CARGO_TARGET_DIR)/churnfs@.service $(UNIT)
 
 uninstall:
 	$(SUDO) rm -f $(INSTALLED) $(DESTDIR)$(SBIN)/mount.fuse.churnfs $(DESTDIR)$(SBIN)/mount.churnfs
 	$(SUDO) rm -f $(DESTDIR)$(PREFIX)/share/man/man8/churnfs*.8 $(DESTDIR)$(PREFIX)/share/man/man8/mount.*churnfs.8
+	$(SUDO) rm -f $(UNIT)
 
 # Install, create the default store on first use, then mount it in the
 # background with the installed binary.

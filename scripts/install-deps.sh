@@ -17,6 +17,8 @@ command -v etcdctl >/dev/null || need_apt+=(etcd-client)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 # The S3 server of the shared-mode tests is started and checked with curl.
 command -v curl >/dev/null || need_apt+=(curl)
+# The unit test checks dist/churnfs@.service with systemd's own parser.
+command -v systemd-analyze >/dev/null || need_apt+=(systemd)
 command -v pip3 >/dev/null || command -v pip >/dev/null || need_apt+=(python3-pip)
 
 if [ ${#need_apt[@]} -gt 0 ]; then

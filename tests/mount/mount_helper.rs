@@ -217,3 +217,87 @@ fn the_daemon_tells_the_service_manager_when_the_mount_is_ready_and_when_it_stop
     let st = child.wait().expect("daemon exit");
     assert!(st.success(), "daemon exited with {st}");
 }
+
+/// The systemd unit template (dist/churnfs@.service). systemd is not PID 1
+/// on this machine, so no unit can be started for real: systemd's own
+/// parser (`systemd-analyze verify`) checks an instance of it, and a
+/// stand-in for the service manager runs its ExecStart as systemd would
+/// (the instance's path for %f, the environment file's variables, a
+/// notification socket), waits for READY=1, then stops it as systemd does
+/// (KillSignal) and waits for a clean exit.
+#[test]
+fn the_systemd_unit_verifies_and_its_exec_start_mounts_notifies_and_stops_cleanly() {
+    let (dir, store, mnt) = fresh_store();
+    let bindir = churnfs_bin().parent().expect("bin dir").to_path_buf();
+    let template = include_str!("../../dist/churnfs@.service")
+        .replace("@BINDIR@", bindir.to_str().expect("utf-8 path"));
+    let escaped = run(Command::new("systemd-escape").arg("--path").arg(&mnt));
+    assert!(
+        escaped.status.success(),
+        "systemd-escape: {}",
+        text(&escaped.stderr)
+    );
+    let instance = text(&escaped.stdout).trim().to_string();
+    let unit = dir.path().join(format!("churnfs@{instance}.service"));
+    std::fs::write(&unit, &template).expect("write the unit");
+    let verify = run(Command::new("systemd-analyze")
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .current_dir(dir.path()));
+    assert!(
+        verify.status.success() && !text(&verify.stderr).contains("churnfs@"),
+        "systemd-analyze verify: {}",
+        text(&verify.stderr)
+    );
+    // What systemd would run: ExecStart with %f and the variables of
+    // /etc/churnfs/INSTANCE.conf expanded.
+    let exec = template
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let vars = [
+        ("${STORE}", store.to_str().expect("utf-8 path")),
+        ("${OPTIONS}", "commit_interval_ms=500"),
+        ("%f", mnt.to_str().expect("utf-8 path")),
+    ];
+    let argv: Vec<String> = exec
+        .split_whitespace()
+        .map(|w| vars.iter().fold(w.to_string(), |w, (k, v)| w.replace(k, v)))
+        .collect();
+    let sock_path = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
+    sock.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start ExecStart");
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("no READY=1 within 30 s");
+    assert!(text(&buf[..n]).lines().any(|l| l == "READY=1"));
+    assert!(is_mounted(&mnt), "READY=1 before the mount");
+    std::fs::write(mnt.join("kept"), b"committed at stop").expect("write");
+    // Stop: the unit's KillSignal to the main process.
+    assert!(template.lines().any(|l| l == "KillSignal=SIGTERM"));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let n = sock.recv(&mut buf).expect("no STOPPING=1 after SIGTERM");
+    assert!(text(&buf[..n]).lines().any(|l| l == "STOPPING=1"));
+    let st = child.wait().expect("daemon exit");
+    assert!(st.success(), "ExecStart exited with {st} on SIGTERM");
+    assert!(
+        eventually(Duration::from_secs(5), || !is_mounted(&mnt)),
+        "still mounted after the stop"
+    );
+    // What was written before the stop is in the store.
+    let out = churnfs(&["fsck", store.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "fsck: {}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("1 names"),
+        "{}",
+        text(&out.stdout)
+    );
+}
