@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The inodes the kernel holds for a mount, with and without their bound
 # (kernel_inodes_max, FUSE_NOTIFY_PRUNE): creates FILES empty files in
-# directories of 10,000, lists them all with `ls -lR`, then reads the
+# directories of 10,000, lists them all (LIST: `ls -lR`, or `find -ls`), then reads the
 # mount's stats, the daemon's RSS and the kernel's fuse_inode and dentry
 # slabs. Each setting runs RUNS times, alternating, on fresh stores under
 # /tmp; prints one Markdown row per run. Needs root (drop_caches, slabinfo)
 # and the release build (cargo build --release -p churnfs).
 #
-#   bench/kernel-inodes.sh [FILES=300000] [RUNS=2]
+#   bench/kernel-inodes.sh [FILES=300000] [RUNS=2] [LIST=ls|find]
 set -euo pipefail
 FILES=${1:-300000}
 RUNS=${2:-2}
+LIST=${3:-ls}
 B=${CHURNFS:-${CARGO_TARGET_DIR:-$HOME/.cache/churnfs-target}/release/churnfs}
 DIRS=$(( (FILES + 9999) / 10000 ))
 
@@ -27,7 +28,7 @@ one() {
     (cd "$m/d$d" && seq 1 10000 | xargs touch)
   done
   t1=$(date +%s.%N)
-  ls -lR "$m" >/dev/null
+  if [ "$LIST" = find ]; then find "$m" -ls >/dev/null; else ls -lR "$m" >/dev/null; fi
   t2=$(date +%s.%N)
   sleep 2
   local rss known prunes fi de
@@ -42,7 +43,7 @@ one() {
   rm -rf "$s" "$m"
 }
 
-echo "| options | create s | ls -lR s | kernel_known_inodes | inodes pruned | fuse_inode slab | dentry slab | daemon RSS MiB |"
+echo "| options | create s | $LIST s | kernel_known_inodes | inodes pruned | fuse_inode slab | dentry slab | daemon RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|"
 for _ in $(seq 1 "$RUNS"); do
   for o in kernel_inodes_max=100000 kernel_inodes_max=0; do

@@ -166,7 +166,7 @@ fn catalogue_markdown() -> String {
          names prefixed `churnfs_`, counters suffixed `_total`, times in seconds).\n\
          Beside them, `churnfs_fuse_request_duration_seconds{opcode=...}` is a histogram\n\
          of the time the daemon took to answer each FUSE request, from reading it to\n\
-         its reply (buckets from 10 µs to 5 s). This file is generated from the code\n\
+         its reply (buckets from 1 µs to 5 s). This file is generated from the code\n\
          (`CHURNFS_WRITE_DOCS=1 cargo test -p churnfs metrics`).\n",
     );
     let sets: [(&str, &[Desc]); 3] = [

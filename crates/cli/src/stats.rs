@@ -313,13 +313,31 @@ pub fn print(mountpoint: &Path, watch: Option<f64>, as_json: bool) -> Result<Exi
                 return Ok(ExitCode::SUCCESS);
             }
         } else {
-            let view = watched(
+            let mut view = watched(
                 mountpoint,
                 &now,
                 before.as_ref().unwrap_or(&HashMap::new()),
                 secs,
                 &cat,
             );
+            // What fits the window: the work left and the first parts.
+            if let Some((rows, cols)) = term.size_checked() {
+                let cols = (cols as usize).max(20);
+                let lines: Vec<String> = view
+                    .lines()
+                    .map(|l| l.chars().take(cols).collect())
+                    .collect();
+                let rows = rows.max(4) as usize;
+                view = if lines.len() > rows {
+                    let more = lines.len() - (rows - 1);
+                    format!(
+                        "{}\n({more} more lines: a taller window, or --json)",
+                        lines[..rows - 1].join("\n")
+                    )
+                } else {
+                    lines.join("\n")
+                };
+            }
             let _ = term.clear_screen();
             if term.write_str(&view).is_err() {
                 return Ok(ExitCode::SUCCESS);

@@ -7,11 +7,27 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// Upper bounds of the buckets, in microseconds (the last bucket, +Inf,
-/// takes the rest): from a cached lookup to a commit that waits on a
-/// remote engine.
-pub const BOUNDS_US: [u64; 14] = [
-    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 100_000, 1_000_000, 5_000_000,
+/// Upper bounds of the buckets, in nanoseconds (the last bucket, +Inf,
+/// takes the rest): from a cached lookup (a few microseconds in the
+/// daemon) to a commit that waits on a remote engine.
+pub const BOUNDS_NS: [u64; 17] = [
+    1_000,
+    2_500,
+    5_000,
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    50_000_000,
+    100_000_000,
+    1_000_000_000,
+    5_000_000_000,
 ];
 
 /// Opcodes below this have a histogram of their own; the rest share the
@@ -21,7 +37,7 @@ const SLOTS: usize = 64;
 #[derive(Default)]
 struct Slot {
     /// Requests per bucket (not cumulative); the last is +Inf.
-    buckets: [AtomicU64; BOUNDS_US.len() + 1],
+    buckets: [AtomicU64; BOUNDS_NS.len() + 1],
     sum_ns: AtomicU64,
 }
 
@@ -53,11 +69,10 @@ pub struct OpLatency {
 impl Latency {
     pub fn record(&self, opcode: u32, took: Duration) {
         let slot = &self.slots[(opcode as usize).min(SLOTS - 1)];
-        let us = took.as_micros().min(u64::MAX as u128) as u64;
-        let b = BOUNDS_US.partition_point(|&bound| bound < us);
+        let ns = took.as_nanos().min(u64::MAX as u128) as u64;
+        let b = BOUNDS_NS.partition_point(|&bound| bound < ns);
         slot.buckets[b].fetch_add(1, Relaxed);
-        slot.sum_ns
-            .fetch_add(took.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
+        slot.sum_ns.fetch_add(ns, Relaxed);
     }
 
     /// Every opcode that was served at least once.
@@ -65,13 +80,13 @@ impl Latency {
         let mut out = Vec::new();
         for (op, slot) in self.slots.iter().enumerate() {
             let mut acc = 0;
-            let mut buckets = Vec::with_capacity(BOUNDS_US.len() + 1);
+            let mut buckets = Vec::with_capacity(BOUNDS_NS.len() + 1);
             for (i, n) in slot.buckets.iter().enumerate() {
                 let n = n.load(Relaxed);
                 acc += n;
-                let bound = BOUNDS_US
+                let bound = BOUNDS_NS
                     .get(i)
-                    .map_or(f64::INFINITY, |us| *us as f64 / 1e6);
+                    .map_or(f64::INFINITY, |ns| *ns as f64 / 1e9);
                 buckets.push((bound, n));
             }
             if acc == 0 {
@@ -165,15 +180,16 @@ mod tests {
         assert_eq!((lookup.opcode, lookup.name, lookup.count), (1, "lookup", 4));
         // 3 µs and 10 µs at or under 10 µs; 11 µs under 25 µs; 9 s only
         // under +Inf.
-        assert_eq!(lookup.buckets[0], (10e-6, 2));
-        assert_eq!(lookup.buckets[1], (25e-6, 1));
-        assert_eq!(lookup.buckets[BOUNDS_US.len() - 1], (5.0, 0));
-        assert_eq!(lookup.buckets[BOUNDS_US.len()], (f64::INFINITY, 1));
+        assert_eq!(lookup.buckets[2], (5e-6, 1));
+        assert_eq!(lookup.buckets[3], (10e-6, 1));
+        assert_eq!(lookup.buckets[4], (25e-6, 1));
+        assert_eq!(lookup.buckets[BOUNDS_NS.len() - 1], (5.0, 0));
+        assert_eq!(lookup.buckets[BOUNDS_NS.len()], (f64::INFINITY, 1));
         assert!((lookup.sum_seconds - 9.000024).abs() < 1e-9);
         let write = &s[1];
         assert_eq!((write.name, write.count), ("write", 1));
-        assert_eq!(write.buckets[6], (1e-3, 0));
-        assert_eq!(write.buckets[7], (2.5e-3, 1));
+        assert_eq!(write.buckets[9], (1e-3, 0));
+        assert_eq!(write.buckets[10], (2.5e-3, 1));
     }
 
     #[test]
