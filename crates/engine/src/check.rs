@@ -481,25 +481,7 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
                 root.nlink += 1;
                 root.entries += 1;
                 let now = crate::types::Timespec::now();
-                recs.insert(
-                    lf,
-                    InodeRecord {
-                        kind: FileKind::Directory,
-                        perm: 0o700,
-                        nlink: 2,
-                        uid: 0,
-                        gid: 0,
-                        size: 0,
-                        atime: now,
-                        mtime: now,
-                        ctime: now,
-                        rdev: 0,
-                        parent: Ino::ROOT,
-                        entries: 0,
-                        has_xattrs: false,
-                        extra: None,
-                    },
-                );
+                recs.insert(lf, InodeRecord::empty_dir(0o700, 0, 0, Ino::ROOT, now));
                 batch.put(
                     format::dentry_key(Ino::ROOT, format::dir_hash(LOST_FOUND), LOST_FOUND),
                     format::encode_dentry(lf, FileKind::Directory),

@@ -302,6 +302,26 @@ pub struct InodeRecord {
 }
 
 impl InodeRecord {
+    /// A new, empty directory in `parent`, made at `now`.
+    pub fn empty_dir(perm: u16, uid: u32, gid: u32, parent: Ino, now: Timespec) -> InodeRecord {
+        InodeRecord {
+            kind: FileKind::Directory,
+            perm,
+            nlink: 2,
+            uid,
+            gid,
+            size: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            parent,
+            entries: 0,
+            has_xattrs: false,
+            extra: None,
+        }
+    }
+
     /// Checks the record's own invariants.
     pub fn validate(&self, ino: Ino) -> Result<()> {
         let bad = |what: &str| {

@@ -458,22 +458,7 @@ impl Engine {
             created: now,
             next_ino: Ino::ROOT.0 + 1,
         };
-        let root = InodeRecord {
-            kind: FileKind::Directory,
-            perm: 0o755,
-            nlink: 2,
-            uid: root_uid,
-            gid: root_gid,
-            size: 0,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            rdev: 0,
-            parent: Ino::ROOT,
-            entries: 0,
-            has_xattrs: false,
-            extra: None,
-        };
+        let root = InodeRecord::empty_dir(0o755, root_uid, root_gid, Ino::ROOT, now);
         let mut b = Batch::default();
         b.put(format::inode_key(Ino::ROOT), root.encode(Ino::ROOT)?);
         b.put(format::super_key(), sb.encode());
