@@ -185,35 +185,60 @@ fn a_bad_mount_line_fails_with_one_line_and_mounts_nothing() {
     }
 }
 
+/// A stand-in for systemd's notification socket (Type=notify): the
+/// datagrams sd_notify(3) sends.
+struct NotifySocket {
+    sock: std::os::unix::net::UnixDatagram,
+    path: PathBuf,
+}
+
+impl NotifySocket {
+    fn bind(dir: &Path) -> NotifySocket {
+        let path = dir.join("notify.sock");
+        let sock = std::os::unix::net::UnixDatagram::bind(&path).expect("notify socket");
+        sock.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        NotifySocket { sock, path }
+    }
+
+    /// Starts `cmd` with NOTIFY_SOCKET naming this socket.
+    fn spawn(&self, cmd: &mut Command) -> std::process::Child {
+        cmd.env("NOTIFY_SOCKET", &self.path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start the daemon")
+    }
+
+    /// The next datagram (within 30 s) says `state`.
+    fn expect(&self, state: &str) {
+        let mut buf = [0u8; 256];
+        let n = self
+            .sock
+            .recv(&mut buf)
+            .unwrap_or_else(|e| panic!("no {state} within 30 s: {e}"));
+        let said = text(&buf[..n]);
+        assert!(said.lines().any(|l| l == state), "{said:?}");
+    }
+}
+
 #[test]
 fn the_daemon_tells_the_service_manager_when_the_mount_is_ready_and_when_it_stops() {
-    // A stand-in for systemd's notification socket (Type=notify): the
-    // datagrams sd_notify(3) sends.
     let (dir, store, mnt) = fresh_store();
-    let sock_path = dir.path().join("notify.sock");
-    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
-    sock.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let mut child = Command::new(churnfs_bin())
-        .arg("mount")
-        .arg(&store)
-        .arg(&mnt)
-        .env("NOTIFY_SOCKET", &sock_path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the daemon");
-    let mut buf = [0u8; 256];
-    let n = sock.recv(&mut buf).expect("no READY=1 within 30 s");
-    let said = text(&buf[..n]);
-    assert!(said.lines().any(|l| l == "READY=1"), "{said:?}");
+    let notify = NotifySocket::bind(dir.path());
+    let mut child = notify.spawn(
+        Command::new(churnfs_bin())
+            .arg("mount")
+            .arg(&store)
+            .arg(&mnt),
+    );
+    notify.expect("READY=1");
     // Ready means mounted: what starts after it finds the filesystem.
     assert!(is_mounted(&mnt), "READY=1 before the mount");
     std::fs::write(mnt.join("f"), b"x").expect("write");
     let out = run(Command::new("umount").arg(&mnt));
     assert!(out.status.success(), "umount: {}", text(&out.stderr));
-    let n = sock.recv(&mut buf).expect("no STOPPING=1 after umount");
-    assert!(text(&buf[..n]).lines().any(|l| l == "STOPPING=1"));
+    notify.expect("STOPPING=1");
     let st = child.wait().expect("daemon exit");
     assert!(st.success(), "daemon exited with {st}");
 }
@@ -264,28 +289,16 @@ fn the_systemd_unit_verifies_and_its_exec_start_mounts_notifies_and_stops_cleanl
         .split_whitespace()
         .map(|w| vars.iter().fold(w.to_string(), |w, (k, v)| w.replace(k, v)))
         .collect();
-    let sock_path = dir.path().join("notify.sock");
-    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).expect("notify socket");
-    sock.set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("timeout");
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .env("NOTIFY_SOCKET", &sock_path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start ExecStart");
-    let mut buf = [0u8; 256];
-    let n = sock.recv(&mut buf).expect("no READY=1 within 30 s");
-    assert!(text(&buf[..n]).lines().any(|l| l == "READY=1"));
+    let notify = NotifySocket::bind(dir.path());
+    let mut child = notify.spawn(Command::new(&argv[0]).args(&argv[1..]));
+    notify.expect("READY=1");
     assert!(is_mounted(&mnt), "READY=1 before the mount");
     std::fs::write(mnt.join("kept"), b"committed at stop").expect("write");
     // Stop: the unit's KillSignal to the main process.
     assert!(template.lines().any(|l| l == "KillSignal=SIGTERM"));
     // SAFETY: kill(2) on our own child's pid.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let n = sock.recv(&mut buf).expect("no STOPPING=1 after SIGTERM");
-    assert!(text(&buf[..n]).lines().any(|l| l == "STOPPING=1"));
+    notify.expect("STOPPING=1");
     let st = child.wait().expect("daemon exit");
     assert!(st.success(), "ExecStart exited with {st} on SIGTERM");
     assert!(

@@ -395,6 +395,25 @@ pub fn check_store(store: &dyn KvStore, progress: &mut dyn FnMut(u64)) -> Result
     Ok(r)
 }
 
+/// The record of `ino` as the repair changes it, read from the store the
+/// first time it is asked for.
+fn record<'a>(
+    store: &dyn KvStore,
+    recs: &'a mut std::collections::BTreeMap<Ino, InodeRecord>,
+    ino: Ino,
+) -> Result<&'a mut InodeRecord> {
+    use std::collections::btree_map::Entry;
+    Ok(match recs.entry(ino) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(e) => {
+            let v = store.get(&format::inode_key(ino))?.ok_or_else(|| {
+                crate::error::EngineError::corrupt(Some(ino), "inode record went missing")
+            })?;
+            e.insert(InodeRecord::decode(ino, &v)?)
+        }
+    })
+}
+
 /// The root's name for files fsck found without one.
 pub const LOST_FOUND: &[u8] = b"lost+found";
 
@@ -408,15 +427,6 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
     let mut recs: std::collections::BTreeMap<Ino, InodeRecord> = Default::default();
     let mut batch = Batch::default();
     let mut next_ino = report.next_ino;
-    let read = |recs: &mut std::collections::BTreeMap<Ino, InodeRecord>, ino: Ino| -> Result<()> {
-        if let std::collections::btree_map::Entry::Vacant(e) = recs.entry(ino) {
-            let v = store.get(&format::inode_key(ino))?.ok_or_else(|| {
-                crate::error::EngineError::corrupt(Some(ino), "inode record went missing")
-            })?;
-            e.insert(InodeRecord::decode(ino, &v)?);
-        }
-        Ok(())
-    };
     let mut lost: Vec<(Ino, FileKind)> = Vec::new();
     for f in &report.fixes {
         match f {
@@ -425,14 +435,12 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
                 lines.push(what.clone());
             }
             Fix::SetNlink(ino, n) => {
-                read(&mut recs, *ino)?;
-                let r = recs.get_mut(ino).expect("read above");
+                let r = record(store, &mut recs, *ino)?;
                 lines.push(format!("{ino}: link count {} set to {n}", r.nlink));
                 r.nlink = *n;
             }
             Fix::SetEntries(ino, n) => {
-                read(&mut recs, *ino)?;
-                let r = recs.get_mut(ino).expect("read above");
+                let r = record(store, &mut recs, *ino)?;
                 lines.push(format!(
                     "directory {ino}: entry count {} set to {n}",
                     r.entries
@@ -440,14 +448,12 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
                 r.entries = *n;
             }
             Fix::SetParent(ino, p) => {
-                read(&mut recs, *ino)?;
-                let r = recs.get_mut(ino).expect("read above");
+                let r = record(store, &mut recs, *ino)?;
                 lines.push(format!("directory {ino}: parent {} set to {p}", r.parent));
                 r.parent = *p;
             }
             Fix::SetXattrFlag(ino, on) => {
-                read(&mut recs, *ino)?;
-                recs.get_mut(ino).expect("read above").has_xattrs = *on;
+                record(store, &mut recs, *ino)?.has_xattrs = *on;
                 lines.push(format!("{ino}: xattr flag set to {on}"));
             }
             Fix::Unlinked(ino) => {
@@ -465,8 +471,7 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
     if !lost.is_empty() {
         let lf = match report.lost_found {
             Some(lf) => {
-                read(&mut recs, lf)?;
-                if recs[&lf].kind != FileKind::Directory {
+                if record(store, &mut recs, lf)?.kind != FileKind::Directory {
                     return Err(crate::error::EngineError::Invalid(
                         "/lost+found is not a directory: rename it and run fsck --repair again",
                     ));
@@ -476,8 +481,7 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
             None => {
                 let lf = Ino(next_ino);
                 next_ino += 1;
-                read(&mut recs, Ino::ROOT)?;
-                let root = recs.get_mut(&Ino::ROOT).expect("read above");
+                let root = record(store, &mut recs, Ino::ROOT)?;
                 root.nlink += 1;
                 root.entries += 1;
                 let now = crate::types::Timespec::now();
@@ -496,14 +500,13 @@ pub fn repair_store(store: &dyn KvStore, report: &Report) -> Result<Vec<String>>
                 format::dentry_key(lf, format::dir_hash(&name), &name),
                 format::encode_dentry(ino, kind),
             );
-            read(&mut recs, ino)?;
-            let r = recs.get_mut(&ino).expect("read above");
+            let r = record(store, &mut recs, ino)?;
             if kind == FileKind::Directory {
                 r.parent = lf;
             } else {
                 r.nlink = 1;
             }
-            let l = recs.get_mut(&lf).expect("read above");
+            let l = record(store, &mut recs, lf)?;
             l.entries += 1;
             if kind == FileKind::Directory {
                 l.nlink += 1;

@@ -37,7 +37,7 @@ use churnfs_vfs::DirShape;
 use foldhash::HashMap;
 use std::collections::{HashSet, VecDeque};
 use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -675,33 +675,17 @@ impl KernelNegatives {
     }
 }
 
-/// FUSE_NOTIFY_INVAL_ENTRY for `parent/name`, written to the session's
-/// descriptor, with the kernel's answer as is (fuser 0.18 turns ENOENT into
-/// success). The message is the protocol's `fuse_out_header` (length, the
-/// notification code in the error field, unique 0) and
-/// `fuse_notify_inval_entry_out` (parent, name length, flags 0), then the
-/// name and a NUL.
+/// FUSE_NOTIFY_INVAL_ENTRY for `parent/name` (`wire::notify`), with the
+/// kernel's answer: `fuse_notify_inval_entry_out` (parent, name length,
+/// flags 0), then the name and a NUL.
 fn inval_entry_raw(fd: &OwnedFd, parent: u64, name: &[u8]) -> std::io::Result<()> {
-    const FUSE_NOTIFY_INVAL_ENTRY: i32 = 3;
-    let len = 16 + 16 + name.len() + 1;
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&(len as u32).to_ne_bytes());
-    msg.extend_from_slice(&FUSE_NOTIFY_INVAL_ENTRY.to_ne_bytes());
-    msg.extend_from_slice(&0u64.to_ne_bytes());
-    msg.extend_from_slice(&parent.to_ne_bytes());
-    msg.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-    msg.extend_from_slice(&0u32.to_ne_bytes());
-    msg.extend_from_slice(name);
-    msg.push(0);
-    // SAFETY: `msg` is a live buffer of `msg.len()` bytes and `fd` an open
-    // descriptor for the duration of the call.
-    let n = unsafe { libc::write(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // A write to /dev/fuse takes the whole message or fails.
-    assert_eq!(n as usize, msg.len(), "short write of a notification");
-    Ok(())
+    let mut body = Vec::with_capacity(16 + name.len() + 1);
+    body.extend_from_slice(&parent.to_ne_bytes());
+    body.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+    body.extend_from_slice(&0u32.to_ne_bytes());
+    body.extend_from_slice(name);
+    body.push(0);
+    crate::wire::notify(fd, crate::wire::NOTIFY_INVAL_ENTRY, &body)
 }
 
 /// Before a whole directory is dropped: the kernel's `d_invalidate` detaches

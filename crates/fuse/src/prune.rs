@@ -28,15 +28,13 @@
 use crate::stats::Stats;
 use foldhash::{HashSet, HashSetExt};
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
 /// Ids asked about per notification (and new ids between two of them).
 pub const BATCH: usize = 256;
-
-const FUSE_NOTIFY_PRUNE: i32 = 9;
 
 /// What to send next: the ids to prune, oldest known first.
 type Batch = Vec<u64>;
@@ -191,31 +189,17 @@ fn compact(g: &mut Inner) {
     g.line.retain(|i| noted.contains(i) && kept.insert(*i));
 }
 
-/// FUSE_NOTIFY_PRUNE for `inos`, written to the session's descriptor:
-/// `fuse_out_header` (length, the code in the error field, unique 0),
-/// `fuse_notify_prune_out` (count, padding, spare), then the node ids.
+/// FUSE_NOTIFY_PRUNE for `inos` (`wire::notify`): `fuse_notify_prune_out`
+/// (count, padding, spare), then the node ids.
 fn prune_raw(fd: &OwnedFd, inos: &[u64]) -> std::io::Result<()> {
-    let len = 16 + 16 + 8 * inos.len();
-    let mut msg = Vec::with_capacity(len);
-    msg.extend_from_slice(&(len as u32).to_ne_bytes());
-    msg.extend_from_slice(&FUSE_NOTIFY_PRUNE.to_ne_bytes());
-    msg.extend_from_slice(&0u64.to_ne_bytes());
-    msg.extend_from_slice(&(inos.len() as u32).to_ne_bytes());
-    msg.extend_from_slice(&0u32.to_ne_bytes());
-    msg.extend_from_slice(&0u64.to_ne_bytes());
+    let mut body = Vec::with_capacity(16 + 8 * inos.len());
+    body.extend_from_slice(&(inos.len() as u32).to_ne_bytes());
+    body.extend_from_slice(&0u32.to_ne_bytes());
+    body.extend_from_slice(&0u64.to_ne_bytes());
     for i in inos {
-        msg.extend_from_slice(&i.to_ne_bytes());
+        body.extend_from_slice(&i.to_ne_bytes());
     }
-    // SAFETY: `msg` is a live buffer of `msg.len()` bytes and `fd` an open
-    // descriptor for the duration of the call.
-    let n = unsafe { libc::write(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if n as usize != msg.len() {
-        return Err(std::io::Error::other("short write of a notification"));
-    }
-    Ok(())
+    crate::wire::notify(fd, crate::wire::NOTIFY_PRUNE, &body)
 }
 
 #[cfg(test)]

@@ -70,6 +70,36 @@ const FUSE_WRITE_KILL_SUIDGID: u32 = 1 << 2;
 /// payload buffer on either transport.
 pub(crate) const MAX_IO: u32 = 1 << 20;
 
+/// Notifications the daemon writes to /dev/fuse by hand (`notify`).
+pub(crate) const NOTIFY_INVAL_ENTRY: i32 = 3;
+pub(crate) const NOTIFY_PRUNE: i32 = 9;
+
+/// Writes notification `code` with its arguments `body` to the session's
+/// descriptor: `fuse_out_header` (length, the code in the error field,
+/// unique 0), then `body`. The kernel's answer comes back as is (fuser's
+/// notifier turns ENOENT into success, which hides what the callers here
+/// need to see).
+pub(crate) fn notify(fd: &std::os::fd::OwnedFd, code: i32, body: &[u8]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = 16 + body.len();
+    let mut msg = Vec::with_capacity(len);
+    msg.extend_from_slice(&(len as u32).to_ne_bytes());
+    msg.extend_from_slice(&code.to_ne_bytes());
+    msg.extend_from_slice(&0u64.to_ne_bytes());
+    msg.extend_from_slice(body);
+    // SAFETY: `msg` is a live buffer of `msg.len()` bytes and `fd` an open
+    // descriptor for the duration of the call.
+    let n = unsafe { libc::write(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // A write to /dev/fuse takes the whole message or fails.
+    if n as usize != msg.len() {
+        return Err(std::io::Error::other("short write of a notification"));
+    }
+    Ok(())
+}
+
 pub(crate) fn u32_at(b: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
 }

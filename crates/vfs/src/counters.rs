@@ -24,14 +24,8 @@ pub const fn is_gauge(marks: &[&str]) -> bool {
     match marks {
         [] => false,
         [m] => {
-            let m = m.as_bytes();
             assert!(
-                m.len() == 5
-                    && m[0] == b'g'
-                    && m[1] == b'a'
-                    && m[2] == b'u'
-                    && m[3] == b'g'
-                    && m[4] == b'e',
+                matches!(m.as_bytes(), b"gauge"),
                 "a counter's only marker is #[gauge]"
             );
             true
