@@ -111,6 +111,12 @@ fn another_mount_reading_a_delegated_directory_takes_it_back_and_sees_every_chan
         .expect("lookup of a file the holder made");
     assert_eq!(b.read(f7.ino, 0, 64).expect("read"), b"data 7");
     assert!(matches!(b.lookup(d, b"f3"), Err(EngineError::NotFound)));
+    // The holder's thread drops its image just after the commit that
+    // ended the delegation, which b may see first.
+    let given_back = std::time::Instant::now() + Duration::from_secs(10);
+    while a.delegated().contains(&d) && std::time::Instant::now() < given_back {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert!(
         !a.delegated().contains(&d),
         "the delegation was not given back"
@@ -185,6 +191,63 @@ fn a_directory_too_large_for_an_image_is_not_delegated() {
 /// Files that existed before their directory was delegated: their
 /// removal is applied in the holder and their frees go with the batch,
 /// not one commit each.
+#[test]
+fn removing_a_delegated_directory_ends_its_delegation_in_the_same_commit() {
+    let c = Cluster::new(2, roomy_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let top = dir(a, "top");
+    let d = a.mkdir(CTX, top, b"d", 0o755).expect("mkdir").ino;
+    // Files committed in an earlier batch, then removed in the pending
+    // one, with a spool cycle that never reaches the engine.
+    for i in 0..10 {
+        let (f, _) = a
+            .create(CTX, d, format!("f{i}").as_bytes(), 0o644)
+            .expect("create");
+        a.write(f.ino, 0, b"some bytes", false).expect("write");
+        a.release(f.ino).expect("close");
+    }
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
+    for i in 0..10 {
+        a.unlink(d, format!("f{i}").as_bytes()).expect("unlink");
+    }
+    cycle(a, d, "spool");
+    assert!(
+        a.delegated().contains(&d),
+        "the directory was not delegated"
+    );
+    // The parent given back (a lookup on the other mount): the removal
+    // touches one delegation, the removed directory's.
+    assert!(matches!(b.lookup(top, b"x"), Err(EngineError::NotFound)));
+    let given_back = std::time::Instant::now() + Duration::from_secs(10);
+    while a.delegated().contains(&top) && std::time::Instant::now() < given_back {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(!a.delegated().contains(&top));
+    let before = c.stat(0, "kv_commits");
+    a.rmdir(top, b"d").expect("rmdir");
+    assert_eq!(
+        c.stat(0, "kv_commits") - before,
+        1,
+        "the batch, the removal and the end take one commit"
+    );
+    assert!(!a.delegated().contains(&d));
+    assert!(matches!(a.lookup(top, b"d"), Err(EngineError::NotFound)));
+    assert!(matches!(b.lookup(top, b"d"), Err(EngineError::NotFound)));
+    // A name made there meanwhile keeps the directory, delegated or not.
+    let e = dir(a, "e");
+    cycle(a, e, "first");
+    let (kept, _) = a.create(CTX, e, b"kept", 0o644).expect("create");
+    a.release(kept.ino).expect("close");
+    assert!(a.delegated().contains(&e));
+    assert!(matches!(
+        a.rmdir(Ino::ROOT, b"e"),
+        Err(EngineError::NotEmpty)
+    ));
+    assert_eq!(names(b, e), ["kept"]);
+    c.settle();
+    c.fsck();
+}
+
 #[test]
 fn removing_files_from_before_the_delegation_goes_in_batches() {
     let c = Cluster::new(2, held_config());

@@ -127,20 +127,99 @@ pub(crate) struct Deleg {
     img: Mutex<Image>,
 }
 
+/// Inodes by the delegated directory whose image they belong to, indexed
+/// both ways: a batch of one directory works on that directory's inodes
+/// alone, so its cost does not grow with what the mount's other
+/// delegations hold.
+#[derive(Default)]
+struct ByDir {
+    dir_of: HashMap<Ino, Ino>,
+    of_dir: HashMap<Ino, HashSet<Ino>>,
+}
+
+impl ByDir {
+    fn get(&self, ino: &Ino) -> Option<&Ino> {
+        self.dir_of.get(ino)
+    }
+
+    fn contains_key(&self, ino: &Ino) -> bool {
+        self.dir_of.contains_key(ino)
+    }
+
+    fn len(&self) -> usize {
+        self.dir_of.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.dir_of.is_empty()
+    }
+
+    fn insert(&mut self, ino: Ino, dir: Ino) {
+        if let Some(old) = self.dir_of.insert(ino, dir) {
+            self.unindex(ino, old);
+        }
+        self.of_dir.entry(dir).or_default().insert(ino);
+    }
+
+    fn remove(&mut self, ino: &Ino) -> Option<Ino> {
+        let dir = self.dir_of.remove(ino)?;
+        self.unindex(*ino, dir);
+        Some(dir)
+    }
+
+    fn unindex(&mut self, ino: Ino, dir: Ino) {
+        if let Some(set) = self.of_dir.get_mut(&dir) {
+            set.remove(&ino);
+            if set.is_empty() {
+                self.of_dir.remove(&dir);
+            }
+        }
+    }
+
+    /// The inodes of `dir`.
+    fn in_dir(&self, dir: Ino) -> impl Iterator<Item = Ino> + '_ {
+        self.of_dir.get(&dir).into_iter().flatten().copied()
+    }
+
+    fn any_in(&self, dir: Ino) -> bool {
+        self.of_dir.contains_key(&dir)
+    }
+
+    /// Keeps of `dir`'s inodes those `keep` picks.
+    fn retain_in(&mut self, dir: Ino, keep: impl Fn(Ino) -> bool) {
+        let Some(set) = self.of_dir.get_mut(&dir) else {
+            return;
+        };
+        set.retain(|i| {
+            keep(*i) || {
+                self.dir_of.remove(i);
+                false
+            }
+        });
+        if set.is_empty() {
+            self.of_dir.remove(&dir);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Ino, Ino)> + '_ {
+        self.dir_of.iter().map(|(i, d)| (*i, *d))
+    }
+}
+
 #[derive(Default)]
 struct Table {
     held: HashMap<Ino, Arc<Deleg>>,
     /// Inodes created in a delegated directory since its image last went
     /// to the engine: their keys are the image's.
-    fresh: HashMap<Ino, Ino>,
+    fresh: ByDir,
     /// Files freed by a pending batch (`Guard`): their record and xattrs
     /// are read from the image (gone) until the batch is committed.
-    guarded: HashMap<Ino, Ino>,
+    guarded: ByDir,
     /// Files created in a delegated directory and closed with their data
     /// still in this mount's buffer (at most `DEFERRED_MAX`), by
     /// directory: the data goes to the object store and into the image
     /// before the directory's next batch, and before the delegation ends.
-    deferred: HashMap<Ino, Ino>,
+    deferred: ByDir,
     /// Directories recently recalled: until when they are left alone, and
     /// for how long the next time.
     hold_off: HashMap<Ino, (Instant, Duration)>,
@@ -759,6 +838,11 @@ impl SharedFs {
         };
         let ending: Vec<&Arc<Deleg>> = mine.iter().filter(|d| removes_dir(d.dir)).collect();
         let naming = mine.iter().filter(|d| names(d.dir)).count();
+        if ending.len() == 1 && mine.len() == 1 && naming == 1 {
+            if let Some(rev) = self.remove_held(&mine[0], &txn, until, &dirs)? {
+                return Ok(Some(rev));
+            }
+        }
         if !ending.is_empty() || naming > 1 {
             for d in &mine {
                 if names(d.dir) {
@@ -786,6 +870,80 @@ impl SharedFs {
             return Ok(None);
         }
         self.commit_held(&mine[0], txn, until, uploads, &dirs)
+    }
+
+    /// The removal of a directory delegated here (rmdir), when its image
+    /// holds no entry and no file closed in it waits for a batch: what the
+    /// image has pending, the removal and the delegation's end go in one
+    /// commit, not an end in one and the removal, read again, in another.
+    /// None when that does not apply or a condition failed: the caller
+    /// ends the delegation and the operation runs again.
+    fn remove_held(
+        &self,
+        d: &Arc<Deleg>,
+        txn: &Txn,
+        until: Instant,
+        dirs: &[Ino],
+    ) -> Result<Option<Rev>> {
+        let mut img = lock(&d.img);
+        if !img.live || self.delegs.table().deferred.any_in(d.dir) {
+            return Ok(None);
+        }
+        let mut conds = Vec::new();
+        for c in &txn.conds {
+            let here = match c {
+                Cond::Empty(a, _) => self.keys.entries_range_dir(a) == Some(d.dir),
+                _ => held_dir_of(&self.keys, cond_key(c)) == Some(d.dir),
+            };
+            if !here {
+                conds.push(c.clone());
+            } else if !img.holds(c) {
+                Stats::inc(&self.stats.delegation_conflicts);
+                return Ok(None);
+            }
+        }
+        if conds
+            .iter()
+            .any(|c| matches!(c, Cond::Rev(_, r) if *r >= LOCAL_REV_BASE))
+        {
+            return Ok(None);
+        }
+        // Room in one commit for the removal and the delegation's keys.
+        if img.dirty + img.guards.len() + txn.ops.len() + 2 > FLUSH_KEYS {
+            self.flush_image(d, &mut img, None, until)?;
+            if !img.live {
+                return Ok(None);
+            }
+        }
+        let Some(until) = self.batch_until(&mut img, until) else {
+            self.abandon(d, &mut img);
+            return Ok(None);
+        };
+        conds.extend(img.guard_conds(&self.keys));
+        conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
+        for p in dirs.iter().filter(|p| **p != d.dir) {
+            conds.push(Cond::Absent(self.keys.deleg(*p)));
+        }
+        let mut ops = img.pending();
+        ops.extend(txn.ops.iter().cloned());
+        ops.push(Op::Delete(self.keys.deleg(d.dir)));
+        ops.push(Op::Delete(self.keys.recall(d.dir)));
+        Stats::inc(&self.stats.delegation_passed);
+        match self.commit_one(Txn { conds, ops }, until)? {
+            Some(rev) => {
+                Stats::inc(&self.stats.delegation_flushes);
+                self.drop_image(d, &mut img);
+                drop(img);
+                Stats::inc(&self.stats.delegations_ended);
+                Ok(Some(rev))
+            }
+            None => {
+                if self.check_still_held(d, &mut img)? {
+                    self.recheck_guards(&mut img)?;
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// A commit touching no delegation of this mount: conditioned on the
@@ -1227,19 +1385,13 @@ impl SharedFs {
         let mut t = self.delegs.table();
         let waiting: HashSet<Ino> = t
             .deferred
-            .iter()
-            .filter(|(f, x)| **x == d.dir && t.fresh.get(f) == Some(&d.dir))
-            .map(|(f, _)| *f)
+            .in_dir(d.dir)
+            .filter(|f| t.fresh.get(f) == Some(&d.dir))
             .collect();
         let mut born: Vec<Ino> = t
             .fresh
-            .iter()
-            .filter(|(i, x)| {
-                **x == d.dir
-                    && !waiting.contains(i)
-                    && !img.keys.contains_key(&self.keys.dir_times(**i))
-            })
-            .map(|(i, _)| *i)
+            .in_dir(d.dir)
+            .filter(|i| !waiting.contains(i) && !img.keys.contains_key(&self.keys.dir_times(*i)))
             .collect();
         born.sort_unstable_by(|a, b| b.cmp(a));
         let mut room = if self.delegs.keys.load(Relaxed) < self.cfg.delegation_keys_max / 2 {
@@ -1259,8 +1411,8 @@ impl SharedFs {
             room -= n;
             keep.insert(i);
         }
-        t.fresh.retain(|i, dir| *dir != d.dir || keep.contains(i));
-        t.guarded.retain(|_, dir| *dir != d.dir);
+        t.fresh.retain_in(d.dir, |i| keep.contains(&i));
+        t.guarded.retain_in(d.dir, |_| false);
         drop(t);
         img.keys.retain(|k, _| {
             held_dir_of(&self.keys, k) == Some(d.dir)
@@ -1385,8 +1537,8 @@ impl SharedFs {
         img.uploaded_at = None;
         self.recount(img);
         let mut t = self.delegs.table();
-        t.fresh.retain(|_, dir| *dir != d.dir);
-        t.guarded.retain(|_, dir| *dir != d.dir);
+        t.fresh.retain_in(d.dir, |_| false);
+        t.guarded.retain_in(d.dir, |_| false);
         if t.held.get(&d.dir).is_some_and(|h| std::ptr::eq(&**h, d)) {
             t.held.remove(&d.dir);
         }
@@ -1580,7 +1732,7 @@ impl SharedFs {
         let mut img = loop {
             let r = self.flush_deferred(|_, x| x == d.dir);
             let img = lock(&d.img);
-            let waiting = self.delegs.table().deferred.values().any(|x| *x == d.dir);
+            let waiting = self.delegs.table().deferred.any_in(d.dir);
             match r {
                 Err(e) if why != End::Unmount => return Err(e),
                 Err(e) => {
@@ -1837,12 +1989,7 @@ impl SharedFs {
             if t.deferred.is_empty() {
                 return Ok(());
             }
-            let v: Vec<(Ino, Ino)> = t
-                .deferred
-                .iter()
-                .filter(|(f, d)| pick(**f, **d))
-                .map(|(f, d)| (*f, *d))
-                .collect();
+            let v: Vec<(Ino, Ino)> = t.deferred.iter().filter(|(f, d)| pick(*f, *d)).collect();
             for (f, _) in &v {
                 t.deferred.remove(f);
             }

@@ -624,9 +624,11 @@ impl SharedFs {
         Ok((i, r))
     }
 
-    /// A directory's record and version; `NotDir` for anything else.
+    /// A directory's record and version, from the cache when it has a
+    /// fresh enough entry (opendir, readdir: the entries themselves are
+    /// always read); `NotDir` for anything else.
     pub(crate) fn dir(&self, ino: Ino) -> Result<(Inode, Rev)> {
-        let (i, r, _) = self.inode(ino)?;
+        let (i, r, _) = self.inode_cached(ino)?;
         if i.kind != FileKind::Directory {
             return Err(EngineError::NotDir);
         }
