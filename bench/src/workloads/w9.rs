@@ -3,7 +3,11 @@
 //! W2's spool churn runs beside it in another directory. Reports the time
 //! until `rm` returns, the time until the filesystem's delete backlog has
 //! drained (churnfs: `delete_backlog` in `churnfs stats`; other targets
-//! say nothing of theirs), and W2's rate beside the delete against alone.
+//! say nothing of theirs), and W2's rate beside the delete (until the
+//! backlog drained, or `rm` returned where there is none) against alone.
+//! The tree is made durable (every file and directory fsynced) and the
+//! filesystem's backlog left to drain before W2 runs alone, so that the
+//! rate alone is not taken while the build is still being written out.
 
 use crate::util::{self, cstr, Out};
 use std::path::{Path, PathBuf};
@@ -46,6 +50,38 @@ fn build(tree: &Path, a: &Args) -> Result<(), String> {
         std::fs::write(&p, &big).map_err(|x| e(&p, x))?;
     }
     Ok(())
+}
+
+/// fsyncs every file and directory under `tree`, deepest first.
+fn make_durable(tree: &Path) -> Result<(), String> {
+    let e = |p: &Path, e: std::io::Error| format!("fsync {}: {e}", p.display());
+    for ent in std::fs::read_dir(tree).map_err(|x| e(tree, x))? {
+        let p = ent.map_err(|x| e(tree, x))?.path();
+        if p.is_dir() {
+            make_durable(&p)?;
+        } else {
+            std::fs::File::open(&p)
+                .and_then(|f| f.sync_all())
+                .map_err(|x| e(&p, x))?;
+        }
+    }
+    std::fs::File::open(tree)
+        .and_then(|f| f.sync_all())
+        .map_err(|x| e(tree, x))
+}
+
+/// Waits (up to `DRAIN_MAX`) for the delete backlog of the filesystem
+/// holding `dir` to reach 0; the seconds it took, None where the
+/// filesystem reports none.
+fn wait_drained(dir: &Path, from: Instant) -> Option<f64> {
+    while from.elapsed() < DRAIN_MAX {
+        match backlog(dir) {
+            Some(0) => return Some(from.elapsed().as_secs_f64()),
+            Some(_) => std::thread::sleep(Duration::from_millis(100)),
+            None => return None,
+        }
+    }
+    None
 }
 
 /// W2's cycle in `dir` until `stop`, counting cycles in `done`.
@@ -101,6 +137,10 @@ pub fn run(a: Args) -> Result<Out, String> {
     out.put("files", a.files);
     out.put("large", a.large);
     out.num("build_s", build_s);
+    let (durable, sync_s) = util::timed(|| make_durable(&tree));
+    durable?;
+    out.num("sync_s", sync_s);
+    wait_drained(&a.dir, Instant::now());
 
     // W2 alone.
     let stop = Arc::new(AtomicBool::new(false));
@@ -122,23 +162,12 @@ pub fn run(a: Args) -> Result<Out, String> {
         .status()
         .map_err(|e| format!("rm: {e}"))?;
     let rm_s = t1.elapsed().as_secs_f64();
-    let beside = (done.load(Ordering::Relaxed) - c0) as f64 / rm_s;
     let drained = if rm.success() {
-        let mut at = None;
-        while t1.elapsed() < DRAIN_MAX {
-            match backlog(&a.dir) {
-                Some(0) => {
-                    at = Some(t1.elapsed().as_secs_f64());
-                    break;
-                }
-                Some(_) => std::thread::sleep(Duration::from_millis(100)),
-                None => break,
-            }
-        }
-        at
+        wait_drained(&a.dir, t1)
     } else {
         None
     };
+    let beside = (done.load(Ordering::Relaxed) - c0) as f64 / t1.elapsed().as_secs_f64().max(rm_s);
     stop.store(true, Ordering::Relaxed);
     worker
         .join()
