@@ -28,6 +28,15 @@
 //!   in a request, not the process).
 //! - A spare (every thread after the first `awake` to serve a request)
 //!   parks after a request when no two callers have been seen for `IDLE`.
+//!   While several callers are seen, one reader per CPU stays reading
+//!   (`several_awake`) and the spares beyond it park too: woken by a
+//!   request waiting behind another caller's or by a request about to
+//!   wait for a commit (below), they read while they are needed. Before,
+//!   every thread read while two callers were seen, and the kernel, which
+//!   hands each request to the reader that has waited longest, sent each
+//!   to another of a shared volume's 16 threads: W2 beside an `rm -rf` on
+//!   a shared volume ran at 0.42 of its rate alone, 0.55–0.69 with one
+//!   reader per CPU (docs/design.md §15, "W9").
 //!   A parked thread reads nothing until woken, or until `PATROL` has
 //!   passed (then it goes back to reading, which is also how it sees the
 //!   session end).
@@ -147,6 +156,10 @@ pub struct Workers {
     /// Readers that stay awake while one caller at a time is served (with
     /// `LoneReaders::Auto`, while the kernel sends nothing of its own).
     awake: usize,
+    /// Readers that stay awake while several callers send requests: one
+    /// per CPU (at least `awake`); the others park until a request waits
+    /// behind another caller's or a request waits for a commit.
+    several_awake: usize,
     /// `LoneReaders::Auto`: one reader stays awake instead of `awake` while
     /// the kernel sends requests of its own.
     adaptive: bool,
@@ -246,6 +259,8 @@ impl Workers {
         if w.awake == 1 || w.adaptive {
             w.spin = spin;
         }
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        w.several_awake = cpus.max(w.awake).min(w.threads);
         if spread {
             w.spread_over(Spread::of_this_thread());
         }
@@ -275,6 +290,7 @@ impl Workers {
             id: NEXT_POOL.fetch_add(1, Relaxed),
             threads,
             awake,
+            several_awake: threads,
             adaptive,
             gate: false,
             track: false,
@@ -411,10 +427,14 @@ impl Workers {
         if self.follow_callers(&mut l, several) {
             LOCAL.with(|c| c.set(l));
         }
-        if several {
+        if several && l.index < self.several_awake {
             return;
         }
-        let awake = self.awake_now(now);
+        let awake = if several {
+            self.several_awake
+        } else {
+            self.awake_now(now)
+        };
         if l.index >= awake {
             self.park();
         } else if awake == 1 && !self.spin.is_zero() {
@@ -673,15 +693,38 @@ mod tests {
     }
 
     #[test]
+    fn with_several_callers_readers_beyond_one_per_cpu_park_until_needed() {
+        let stats = Arc::new(Stats::default());
+        let mut w =
+            Workers::with_times(4, Fixed(1), stats.clone(), IDLE, Duration::from_secs(3600));
+        w.several_awake = 2;
+        let w = Arc::new(w);
+        // Two readers serve callers 7 and 8 in turn: both go on reading.
+        drop(w.turn(7));
+        let w1 = w.clone();
+        std::thread::spawn(move || drop(w1.turn(8))).join().unwrap();
+        assert_eq!(stats.worker_parks.load(Relaxed), 0);
+        // A third, with the callers still changing, parks after its request
+        // until a request about to wait for a commit needs it.
+        let w2 = w.clone();
+        let third = std::thread::spawn(move || drop(w2.turn(7)));
+        while stats.worker_parks.load(Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        assert_eq!(stats.workers_parked.load(Relaxed), 1);
+        w.before_wait();
+        third.join().unwrap();
+        assert_eq!(stats.worker_wakes.load(Relaxed), 1);
+        assert_eq!(stats.workers_parked.load(Relaxed), 0);
+    }
+
+    #[test]
     fn two_callers_keep_a_spare_reading() {
         let stats = Arc::new(Stats::default());
-        let w = Arc::new(Workers::new(
-            2,
-            Fixed(1),
-            Duration::ZERO,
-            false,
-            stats.clone(),
-        ));
+        let mut w = Workers::new(2, Fixed(1), Duration::ZERO, false, stats.clone());
+        // Whatever this machine's CPUs: both readers are wanted.
+        w.several_awake = 2;
+        let w = Arc::new(w);
         drop(w.turn(7));
         let w2 = w.clone();
         std::thread::spawn(move || {
