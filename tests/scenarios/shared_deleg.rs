@@ -536,3 +536,67 @@ fn a_late_batch_stores_its_objects_again_and_loses_nothing() {
     c.settle();
     c.fsck();
 }
+
+/// Lookups of a listing's names in its order (an `rm -rf`, a `find`), on
+/// a mount that has none of their records: read ahead, a request per
+/// `READ_AHEAD` names instead of one per name, and the attributes right.
+#[test]
+fn lookups_that_walk_a_directory_in_its_order_read_its_records_ahead() {
+    let c = Cluster::new(2, held_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(b, "walked");
+    for i in 0..300 {
+        let (f, _) = b
+            .create(CTX, d, format!("f{i:03}").as_bytes(), 0o644)
+            .expect("create");
+        b.write(f.ino, 0, &vec![b'w'; i % 50], false)
+            .expect("write");
+        b.release(f.ino).expect("close");
+    }
+    churnfs_vfs::Backend::fsync(&**b, d).expect("fsync");
+    let mut listed = Vec::new();
+    a.readdir(d, 0, false, &mut |e| {
+        if e.name != b"." && e.name != b".." {
+            listed.push(e.name.to_vec());
+        }
+        true
+    })
+    .expect("readdir");
+    assert_eq!(listed.len(), 300);
+    let scans = c.stat(0, "kv_scans");
+    for name in &listed {
+        let attr = a.lookup(d, name).expect("lookup");
+        let i: usize = String::from_utf8_lossy(&name[1..]).parse().expect("name");
+        assert_eq!(attr.size, (i % 50) as u64, "size of {}", i);
+    }
+    let scans = c.stat(0, "kv_scans") - scans;
+    let ahead = c.stat(0, "icache_readaheads");
+    assert!(ahead >= 4, "{ahead} read-aheads for 300 lookups in order");
+    assert!(
+        scans <= 2 + 2 * ahead,
+        "{scans} engine scans for 300 lookups with {ahead} read-aheads"
+    );
+    assert!(c.stat(0, "icache_readahead_records") >= 290);
+    // Out of order, no read-ahead: the names are looked up one by one.
+    let e = dir(b, "random");
+    for i in 0..40 {
+        let (f, _) = b
+            .create(CTX, e, format!("g{i}").as_bytes(), 0o644)
+            .expect("create");
+        b.release(f.ino).expect("close");
+    }
+    churnfs_vfs::Backend::fsync(&**b, e).expect("fsync");
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    a.readdir(e, 0, false, &mut |x| {
+        if x.name != b"." && x.name != b".." {
+            names.push(x.name.to_vec());
+        }
+        true
+    })
+    .expect("readdir");
+    names.reverse();
+    for n in &names {
+        a.lookup(e, n).expect("lookup");
+    }
+    assert_eq!(c.stat(0, "icache_readaheads"), ahead);
+}

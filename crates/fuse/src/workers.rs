@@ -34,9 +34,8 @@
 //!   wait for a commit (below), they read while they are needed. Before,
 //!   every thread read while two callers were seen, and the kernel, which
 //!   hands each request to the reader that has waited longest, sent each
-//!   to another of a shared volume's 16 threads: W2 beside an `rm -rf` on
-//!   a shared volume ran at 0.42 of its rate alone, 0.55–0.69 with one
-//!   reader per CPU (docs/design.md §15, "W9").
+//!   to another of a shared volume's 16 threads, woken cold (docs/design.md
+//!   §15, "W9").
 //!   A parked thread reads nothing until woken, or until `PATROL` has
 //!   passed (then it goes back to reading, which is also how it sees the
 //!   session end).

@@ -17,6 +17,11 @@ use std::time::Instant;
 
 /// Entries read from the engine per readdir page.
 const DIR_PAGE: usize = 128;
+/// Records read in one request when lookups walk a directory in its order.
+const READ_AHEAD: usize = 64;
+
+/// An inode's record as read, with a directory's times.
+type Record = (schema::Inode, Option<schema::DirTimes>);
 
 impl SharedFs {
     fn named(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
@@ -24,7 +29,75 @@ impl SharedFs {
         let Some((child, _, _)) = self.dentry(parent, name)? else {
             return Err(EngineError::NotFound);
         };
+        let hash = schema::dir_hash(name);
+        if !self.icache.contains(child) && self.icache.walking(parent, hash) {
+            if let Err(e) = self.read_ahead(parent, hash) {
+                tracing::debug!("directory {parent}: no read-ahead: {e}");
+            }
+        }
         self.getattr(child)
+    }
+
+    /// Lookups that miss the cache in directory order (an `rm -rf` or a
+    /// `find` that lists, then looks up each name; the kernel asks for
+    /// attributes with a listing's first page only): the records of the
+    /// next `READ_AHEAD` entries from `hash` on, in one request, into the
+    /// cache, where the next lookups find them.
+    fn read_ahead(&self, dir: Ino, hash: u64) -> Result<()> {
+        let page = self.scan(&self.keys.dentries_from(dir, hash), READ_AHEAD)?;
+        let mut ents = Vec::with_capacity(page.len());
+        for e in &page {
+            let (child, kind) = schema::decode_dentry(dir, &e.value)?;
+            if !self.icache.contains(child) {
+                ents.push((child, kind));
+            }
+        }
+        let read = self.records(&ents)?.iter().flatten().count();
+        Stats::inc(&self.stats.icache_readaheads);
+        Stats::add(&self.stats.icache_readahead_records, read as u64);
+        Ok(())
+    }
+
+    /// The records of `ents` (with a directory's times) in one read, put in
+    /// the cache, where they may serve this mount's next operations on
+    /// them within the TTL; None for one removed since it was listed.
+    fn records(&self, ents: &[(Ino, FileKind)]) -> Result<Vec<Option<Record>>> {
+        let mut keys = Vec::with_capacity(ents.len() * 2);
+        for (c, k) in ents {
+            keys.push(self.keys.inode(*c));
+            if *k == FileKind::Directory {
+                keys.push(self.keys.dir_times(*c));
+            }
+        }
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let read_at = self.icache.stamp();
+        let (got, _) = self.get_many(&refs)?;
+        let mut at = 0;
+        let mut out = Vec::with_capacity(ents.len());
+        for (c, k) in ents {
+            let rec = got[at].as_ref();
+            at += 1;
+            let times = if *k == FileKind::Directory {
+                at += 1;
+                match got[at - 1].as_ref() {
+                    Some(t) => Some(schema::decode_dir_times(*c, &t.value)?),
+                    None => None,
+                }
+            } else {
+                None
+            };
+            out.push(match rec {
+                Some(r) => {
+                    let i = schema::decode_inode(*c, &r.value)?;
+                    if *k != FileKind::Directory || times.is_some() {
+                        self.icache.put(*c, i.clone(), r.rev, times, Some(read_at));
+                    }
+                    Some((i, times))
+                }
+                None => None,
+            });
+        }
+        Ok(out)
     }
 
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
@@ -130,48 +203,20 @@ impl SharedFs {
                 ents.push((hash, name, child, kind));
             }
             let attrs: Vec<Option<Attr>> = if plus {
-                let mut keys = Vec::with_capacity(ents.len() * 2);
-                for (_, _, c, k) in &ents {
-                    keys.push(self.keys.inode(*c));
-                    if *k == FileKind::Directory {
-                        keys.push(self.keys.dir_times(*c));
-                    }
-                }
-                let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-                let read_at = self.icache.stamp();
-                let (got, _) = self.get_many(&refs)?;
-                let mut at = 0;
-                let mut out = Vec::with_capacity(ents.len());
-                for (_, _, c, k) in &ents {
-                    let rec = got[at].as_ref();
-                    at += 1;
-                    let times = if *k == FileKind::Directory {
-                        at += 1;
-                        match got[at - 1].as_ref() {
-                            Some(t) => Some(schema::decode_dir_times(*c, &t.value)?),
-                            None => None,
-                        }
-                    } else {
-                        None
-                    };
-                    out.push(match rec {
-                        Some(r) => {
-                            let i = schema::decode_inode(*c, &r.value)?;
-                            let mut a = attr_of(*c, &i, times.as_ref());
-                            // Read here now: it may serve this mount's next
-                            // operation on the file (an `rm -rf` unlinks
-                            // what it just listed) within the TTL.
-                            if *k != FileKind::Directory || times.is_some() {
-                                self.icache.put(*c, i, r.rev, times, Some(read_at));
-                            }
-                            self.overlay(&mut a);
-                            Some(a)
-                        }
+                let kinds: Vec<(Ino, FileKind)> =
+                    ents.iter().map(|(_, _, c, k)| (*c, *k)).collect();
+                self.records(&kinds)?
+                    .into_iter()
+                    .zip(&kinds)
+                    .map(|(r, (c, _))| {
                         // Removed since the page was read: skipped.
-                        None => None,
-                    });
-                }
-                out
+                        r.map(|(i, times)| {
+                            let mut a = attr_of(*c, &i, times.as_ref());
+                            self.overlay(&mut a);
+                            a
+                        })
+                    })
+                    .collect()
             } else {
                 vec![None; ents.len()]
             };

@@ -39,7 +39,14 @@ pub(crate) struct ICache {
     entries_max: usize,
     stats: Arc<Stats>,
     clock: std::sync::atomic::AtomicU64,
+    /// The name (its hash) of the last lookup that missed, per directory
+    /// (at most `WALKS_MAX` directories): lookups that miss in directory
+    /// order are a walk, read ahead (backend.rs `read_ahead`).
+    walks: Mutex<lru::LruCache<Ino, u64>>,
 }
+
+/// Directories whose last missed lookup is remembered.
+const WALKS_MAX: usize = 64;
 
 impl ICache {
     pub fn new(entries_max: usize, max_age: Duration, stats: Arc<Stats>) -> ICache {
@@ -50,7 +57,27 @@ impl ICache {
             entries_max: entries_max.max(1),
             stats,
             clock: std::sync::atomic::AtomicU64::new(1),
+            walks: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(WALKS_MAX).expect("WALKS_MAX is not zero"),
+            )),
         }
+    }
+
+    /// Is there a fresh enough entry? (Counts neither a hit nor a miss.)
+    pub fn contains(&self, ino: Ino) -> bool {
+        !self.max_age.is_zero()
+            && self
+                .lock()
+                .peek(&ino)
+                .is_some_and(|c| c.at.elapsed() < self.max_age)
+    }
+
+    /// A lookup in `dir` of the name hashed `hash` found no entry here:
+    /// true when the last such lookup there was of an earlier name in
+    /// directory order (someone walks the directory as listed).
+    pub fn walking(&self, dir: Ino, hash: u64) -> bool {
+        let mut w = self.walks.lock().unwrap_or_else(|p| p.into_inner());
+        w.put(dir, hash).is_some_and(|prev| prev < hash)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, lru::LruCache<Ino, Cached>> {

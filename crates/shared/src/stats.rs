@@ -42,12 +42,14 @@ churnfs_vfs::counters! {
         sessions_started,
         fenced,
     }
-    inodes "inode records cached for this mount's reads (icache.rs), inodes the kernel holds, files open" {
+    inodes "inode records cached for this mount's reads (icache.rs) and read ahead for lookups that walk a directory, inodes the kernel holds, files open" {
         #[gauge] icache_entries,
         #[gauge] icache_entries_max,
         icache_hits,
         icache_misses,
         icache_evictions,
+        icache_readaheads,
+        icache_readahead_records,
         #[gauge] kernel_known_inodes,
         #[gauge] open_files,
         ino_ranges_taken,
