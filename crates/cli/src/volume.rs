@@ -182,9 +182,8 @@ pub fn gc(
 /// Makes freed file-data buffers go back to the system. A shared mount
 /// moves data in buffers of up to 4 MiB (an object) across many threads;
 /// with glibc's defaults a freed one raises the mmap threshold, later ones
-/// come from per-thread arenas, and those keep what is freed: a 10 GiB
-/// write grew the daemon to 363 MiB against 152 MiB of configured bounds.
-/// A fixed threshold (every buffer above 256 KiB is its own mapping,
+/// come from per-thread arenas, and those keep what is freed: a large
+/// write grew the daemon well past its configured bounds. A fixed threshold (every buffer above 256 KiB is its own mapping,
 /// unmapped when freed) and few arenas keep the resident size at the
 /// bounds (bench/results/2026-11-28-shared-data-rss.md).
 fn bound_the_heap() {

@@ -11,6 +11,7 @@
 //! block       'B' | ino:u64 | block:u64
 //! xattrs      'X' | ino:u64
 //! unlinked    'U' | ino:u64
+//! truncate    'T' | ino:u64                              (blocks from..to still to delete)
 //! ```
 
 use crate::error::{EngineError, Result};

@@ -10,7 +10,7 @@
 //! store, and scans merge the two. Once the store has applied the batch,
 //! it is retired.
 //!
-//! Since 2026-11-26 (session 22) the commit only *opens* the staging under
+//! The commit only *opens* the staging under
 //! the state lock (`begin_stage`, which takes the slot's write lock) and
 //! finishes the batch (its names, then the sort) after releasing the state
 //! lock; a reader that reaches the store meanwhile waits for `publish`

@@ -644,8 +644,8 @@ mod tests {
         assert_eq!(s.scan(b"a", b"", 1).unwrap().len(), 1);
     }
 
-    /// A flush that fails (here: a file is already where its table goes, the
-    /// EEXIST seen under W1 on 2026-11-26) poisons fjall; the store opens the
+    /// A flush that fails (here: a file is already where its table goes, an
+    /// EEXIST seen under W1) poisons fjall; the store opens the
     /// database again and loses nothing it had taken.
     #[test]
     fn a_failed_background_flush_reopens_the_database_and_keeps_every_write() {

@@ -138,8 +138,8 @@ pub enum Uring {
     Off,
     /// When the kernel offers it (root has set
     /// /sys/module/fuse/parameters/enable_uring to Y); /dev/fuse otherwise,
-    /// without a word. The default since 2026-11-26: it was ahead or level
-    /// on every workload of the suite (docs/design.md §12).
+    /// without a word. The default: it was ahead or level on every
+    /// workload of the suite (docs/design.md §12).
     #[default]
     Auto,
     /// Asked for; a kernel that does not offer it is logged, and /dev/fuse

@@ -1,10 +1,11 @@
 //! The kernel's negative dentries for this mount, kept within a budget.
 //!
 //! The kernel keeps a dentry for every name a lookup found missing and for
-//! every name we unlinked, rmdir'ed or renamed away, until memory pressure
-//! (DESIGN.md §1, pathology 3). We track those names in arrival order; when
-//! more than `budget` are tracked, some are handed to a side thread that
-//! makes the kernel drop them, in one of two ways:
+//! every name we unlinked, rmdir'ed or renamed away, until memory pressure:
+//! memory that grows with history (docs/design.md §8). We track those
+//! names in arrival order; when more than `budget` are tracked, some are
+//! handed to a side thread that makes the kernel drop them, in one of two
+//! ways:
 //! - a whole directory: when the directory of the name just noted holds at
 //!   least an eighth of the budget, has no subdirectories and few live
 //!   names, one FUSE_NOTIFY_INVAL_ENTRY for the directory's own name drops
@@ -104,15 +105,13 @@ pub trait DirProbe: Send + Sync {
 /// (`forget_name`) and comes back gets a new slot with a new generation; a
 /// slot is live only while its generation is the name's current one, so
 /// stale slots of a name used again are dropped at compaction instead of
-/// kept (before 2026-11-25 they were kept, and a spool reusing 1,000 names
-/// made every unlink walk the whole queue: W1 with repeated rounds, 1.4 ms
-/// per UNLINK).
+/// kept (kept, a spool reusing its names would make every unlink walk the
+/// whole queue).
 ///
 /// Names are grouped by directory so that a whole directory leaves in O(1)
 /// (`take_dir` moves its map out): the request handler whose note
-/// overflows the budget must not walk the set. Until 2026-11-25 it did, and
-/// collecting and removing 10,000 names kept that caller waiting about
-/// 3 ms per directory drop (W7, docs/design.md §9).
+/// overflows the budget must not walk the set (walking it kept that caller
+/// waiting for every name of the directory; W7, docs/design.md §9).
 struct Tracked {
     order: VecDeque<(Key, u64)>,
     /// Directory → its tracked names and their generations (never empty).

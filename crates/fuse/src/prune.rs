@@ -4,7 +4,7 @@
 //! gives the kernel a reference on an inode, which it keeps until memory
 //! pressure evicts the inode (then FORGET): after a million files were
 //! created and listed the kernel holds a million inodes, and the backend
-//! state for each (DESIGN.md §1: memory that grows with history). Linux
+//! state for each: memory that grows with history (docs/design.md §8). Linux
 //! 6.18 added FUSE_NOTIFY_PRUNE: the daemon names inodes, the kernel drops
 //! the unused dentries of each (`d_prune_aliases`) and, with them, the
 //! inode, which it then forgets.

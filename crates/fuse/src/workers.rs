@@ -7,14 +7,12 @@
 //! (the readers of one connection share one wait queue, cloned descriptors
 //! included). With two readers and one caller at a time, requests
 //! therefore alternate between the two threads. What that costs depends
-//! on the host and the caller (docs/design.md, "Worker threads"): on the
-//! machine this was first built on, each alternate reader was woken cold,
-//! 4–5 µs per request more than one reader. On the machine of 2026-11-27
-//! the alternating pair kept a caller that waits for each answer on one
-//! CPU with its serving thread (W3 at P=1 2.2× as fast as one reader that
-//! spins), but tar ran half as fast: its replies waited for a reader to be
-//! woken while the store's workers held both CPUs, where one spinning
-//! reader is already running. So by default two readers stay in read for
+//! on the host and the caller (docs/design.md, "Worker threads"): an
+//! alternate reader may be woken cold, a cost per request; or the pair
+//! keeps a caller that waits for each answer on one CPU with its serving
+//! thread, faster than one spinning reader, while a caller whose replies
+//! overlap requests the kernel sends of its own (tar's RELEASEs) waits for
+//! a reader to be woken where one spinning reader is already running. So by default two readers stay in read for
 //! a lone caller until the kernel sends a request of its own (tar's
 //! RELEASEs), then one (`LoneReaders::Auto`, below), and the spares beyond
 //! the `awake` park while nothing queues:
