@@ -24,15 +24,24 @@ fn cycle(m: &SharedFs, d: Ino, name: &str) {
     m.unlink(d, name.as_bytes()).expect("unlink");
 }
 
-fn names(m: &SharedFs, d: Ino) -> Vec<String> {
+/// The names in `d` as a listing gives them (directory order).
+fn in_listing_order(m: &SharedFs, d: Ino) -> Vec<Vec<u8>> {
     let mut v = Vec::new();
     m.readdir(d, 0, false, &mut |e| {
         if e.name != b"." && e.name != b".." {
-            v.push(String::from_utf8_lossy(e.name).into_owned());
+            v.push(e.name.to_vec());
         }
         true
     })
     .expect("readdir");
+    v
+}
+
+fn names(m: &SharedFs, d: Ino) -> Vec<String> {
+    let mut v: Vec<String> = in_listing_order(m, d)
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -554,14 +563,7 @@ fn lookups_that_walk_a_directory_in_its_order_read_its_records_ahead() {
         b.release(f.ino).expect("close");
     }
     churnfs_vfs::Backend::fsync(&**b, d).expect("fsync");
-    let mut listed = Vec::new();
-    a.readdir(d, 0, false, &mut |e| {
-        if e.name != b"." && e.name != b".." {
-            listed.push(e.name.to_vec());
-        }
-        true
-    })
-    .expect("readdir");
+    let listed = in_listing_order(a, d);
     assert_eq!(listed.len(), 300);
     let scans = c.stat(0, "kv_scans");
     for name in &listed {
@@ -586,14 +588,7 @@ fn lookups_that_walk_a_directory_in_its_order_read_its_records_ahead() {
         b.release(f.ino).expect("close");
     }
     churnfs_vfs::Backend::fsync(&**b, e).expect("fsync");
-    let mut names: Vec<Vec<u8>> = Vec::new();
-    a.readdir(e, 0, false, &mut |x| {
-        if x.name != b"." && x.name != b".." {
-            names.push(x.name.to_vec());
-        }
-        true
-    })
-    .expect("readdir");
+    let mut names = in_listing_order(a, e);
     names.reverse();
     for n in &names {
         a.lookup(e, n).expect("lookup");

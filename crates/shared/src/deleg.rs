@@ -909,27 +909,16 @@ impl SharedFs {
             return Ok(None);
         }
         // Room in one commit for the removal and the delegation's keys.
-        if img.dirty + img.guards.len() + txn.ops.len() + 2 > FLUSH_KEYS {
-            self.flush_image(d, &mut img, None, until)?;
-            if !img.live {
-                return Ok(None);
-            }
-        }
-        let Some(until) = self.batch_until(&mut img, until) else {
-            self.abandon(d, &mut img);
+        let Some(until) = self.room_for(d, &mut img, txn.ops.len() + 2, until)? else {
             return Ok(None);
         };
-        conds.extend(img.guard_conds(&self.keys));
-        conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
-        for p in dirs.iter().filter(|p| **p != d.dir) {
-            conds.push(Cond::Absent(self.keys.deleg(*p)));
-        }
-        let mut ops = img.pending();
-        ops.extend(txn.ops.iter().cloned());
-        ops.push(Op::Delete(self.keys.deleg(d.dir)));
-        ops.push(Op::Delete(self.keys.recall(d.dir)));
+        let end = [
+            Op::Delete(self.keys.deleg(d.dir)),
+            Op::Delete(self.keys.recall(d.dir)),
+        ];
+        let t = self.with_pending(d, &img, conds, txn.ops.iter().cloned().chain(end), dirs);
         Stats::inc(&self.stats.delegation_passed);
-        match self.commit_one(Txn { conds, ops }, until)? {
+        match self.commit_one(t, until)? {
             Some(rev) => {
                 Stats::inc(&self.stats.delegation_flushes);
                 self.drop_image(d, &mut img);
@@ -944,6 +933,51 @@ impl SharedFs {
                 Ok(None)
             }
         }
+    }
+
+    /// Makes room in one commit for `img`'s pending changes and `extra`
+    /// more writes (its batch goes first when they do not fit) and says by
+    /// when that commit must reach the engine (the upload window); None
+    /// when the image is gone or its batch was given up.
+    fn room_for(
+        &self,
+        d: &Deleg,
+        img: &mut Image,
+        extra: usize,
+        until: Instant,
+    ) -> Result<Option<Instant>> {
+        if img.dirty + img.guards.len() + extra > FLUSH_KEYS {
+            self.flush_image(d, img, None, until)?;
+            if !img.live {
+                return Ok(None);
+            }
+        }
+        let until = self.batch_until(img, until);
+        if until.is_none() {
+            self.abandon(d, img);
+        }
+        Ok(until)
+    }
+
+    /// A commit of `img`'s pending changes and `ops`, conditioned on
+    /// `conds`, the image's guards, the delegation, and the other `dirs`
+    /// being delegated to nobody.
+    fn with_pending(
+        &self,
+        d: &Deleg,
+        img: &Image,
+        mut conds: Vec<Cond>,
+        ops: impl Iterator<Item = Op>,
+        dirs: &[Ino],
+    ) -> Txn {
+        conds.extend(img.guard_conds(&self.keys));
+        conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
+        for p in dirs.iter().filter(|p| **p != d.dir) {
+            conds.push(Cond::Absent(self.keys.deleg(*p)));
+        }
+        let mut all = img.pending();
+        all.extend(ops);
+        Txn { conds, ops: all }
     }
 
     /// A commit touching no delegation of this mount: conditioned on the
@@ -1267,27 +1301,11 @@ impl SharedFs {
             return Ok(Some(rev));
         }
         // To the engine, with what the image has pending.
-        if img.dirty + img.guards.len() + txn.ops.len() > FLUSH_KEYS {
-            self.flush_image(d, &mut img, None, until)?;
-            if !img.live {
-                return Ok(None);
-            }
-        }
-        let Some(until) = self.batch_until(&mut img, until) else {
-            self.abandon(d, &mut img);
+        let Some(until) = self.room_for(d, &mut img, txn.ops.len(), until)? else {
             return Ok(None);
         };
-        let mut t = Txn {
-            conds: other_conds,
-            ops: img.pending(),
-        };
-        t.conds.extend(img.guard_conds(&self.keys));
-        t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
-        t.ops.extend(txn.ops.iter().cloned());
+        let t = self.with_pending(d, &img, other_conds, txn.ops.iter().cloned(), dirs);
         Stats::inc(&self.stats.delegation_passed);
-        for p in dirs.iter().filter(|p| **p != d.dir) {
-            t.conds.push(Cond::Absent(self.keys.deleg(*p)));
-        }
         match self.commit_one(t, until)? {
             Some(rev) => {
                 img.committed(rev);
