@@ -10,10 +10,10 @@
 //! - a file no larger than `INLINE_MAX` has no block items to write except
 //!   deletions of keys it had while it was larger.
 
+use crate::dirty::Item;
 use crate::error::{EngineError, Result};
 use crate::format::{self, Xattrs, BLOCK_SIZE, INLINE_MAX, MAX_FILE_SIZE};
 use crate::fs::{Engine, FileCtx};
-use crate::journal::Item;
 use crate::perm;
 use crate::stats::Stats;
 use crate::store::KvStore;

@@ -24,10 +24,11 @@
 //! while holding `state`.
 
 use crate::dcache::{Child, DCache, Known};
+use crate::dirty::{DirtyList, Item};
 use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, NAME_MAX};
 use crate::icache::{ICache, Inode};
-use crate::journal::{CommitCtl, DirtyList, Item};
+use crate::inflight::SharedWaitHook;
 use crate::perm;
 use crate::stats::Stats;
 use crate::store::KvStore;
@@ -314,8 +315,14 @@ fn acquire<G>(
 /// adapter lets another worker thread read requests meanwhile).
 pub use churnfs_vfs::WaitHook;
 
-/// The hook as the engine and its store keep it: one hook, called from both.
-pub type SharedWaitHook = Arc<dyn Fn() + Send + Sync>;
+/// State of the commit pipeline, guarded by `Engine::commit`.
+#[derive(Default)]
+pub struct CommitCtl {
+    /// Every commit numbered up to this one is durable.
+    pub durable: u64,
+    /// Batches were applied since the last sync.
+    pub unsynced: bool,
+}
 
 pub struct Engine {
     pub(crate) state: RwLock<State>,

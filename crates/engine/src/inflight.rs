@@ -39,10 +39,12 @@
 //! commit writes (journal.rs, `reclaim_batch`, `free_large`).
 
 use crate::error::StoreError;
-use crate::fs::SharedWaitHook;
 use crate::store::{self, Batch, BatchOp, KvPair, KvStore};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, RwLockWriteGuard, TryLockError};
+
+/// The hook as the engine and its store keep it: one hook, called from both.
+pub type SharedWaitHook = Arc<dyn Fn() + Send + Sync>;
 
 /// A batch in key order with one op per key.
 struct Staged {

@@ -27,9 +27,10 @@
 //! `Stopped` (EIO) until the store is mounted again.
 
 use crate::dcache::{DCache, PendingNames};
+use crate::dirty::Item;
 use crate::error::{EngineError, Result};
 use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, FORMAT_VERSION, INLINE_MAX};
-use crate::fs::{part_of, Engine, EngineConfig, Part, State, PARTS};
+use crate::fs::{part_of, CommitCtl, Engine, EngineConfig, Part, State, PARTS};
 use crate::icache::Inode;
 use crate::inflight::InFlightStore;
 use crate::orphan;
@@ -37,20 +38,9 @@ use crate::stats::Stats;
 use crate::store::{Batch, KvStore};
 use crate::types::{BlockNo, FileKind, Ino, Timespec};
 use crate::unlinked::{self, FreeQueue, Freer, Next, Unlinked};
-use indexmap::IndexSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
-
-/// One thing the journal writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Item {
-    Inode(Ino),
-    Block(Ino, u64),
-    Xattr(Ino),
-    /// The file's pending truncate range (orphan.rs) changed.
-    Truncate(Ino),
-}
 
 /// Names put back into the name cache per hold of the state lock after a
 /// commit (`Engine::hand_back`): about half a millisecond of work here.
@@ -117,64 +107,6 @@ struct Drained {
     /// Freed inodes whose records the commit finds by a scan of the store
     /// and deletes before it publishes the batch (`Engine::delete_scanned`).
     scanned_frees: Vec<Ino>,
-}
-
-/// Dirty items (in no particular order): one list per part of the state (fs.rs,
-/// `Part`). The gauges `dirty_items` and `dirty_blocks` count every part's
-/// items: each list adds what it gains and takes back what it gives up.
-#[derive(Default)]
-pub struct DirtyList {
-    items: IndexSet<Item>,
-    blocks: u64,
-}
-
-impl DirtyList {
-    pub fn add(&mut self, item: Item, stats: &Stats) {
-        let is_block = matches!(item, Item::Block(..));
-        if self.items.insert(item) {
-            if is_block {
-                self.blocks += 1;
-                Stats::inc(&stats.dirty_blocks);
-            }
-            Stats::inc(&stats.dirty_items);
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.items.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// Takes `item` off the list, if it is on it. The order of the rest
-    /// changes (the drain takes the whole list, so no order matters).
-    pub fn remove(&mut self, item: &Item, stats: &Stats) {
-        if self.items.swap_remove(item) {
-            if matches!(item, Item::Block(..)) {
-                self.blocks -= 1;
-                Stats::sub(&stats.dirty_blocks, 1);
-            }
-            Stats::sub(&stats.dirty_items, 1);
-        }
-    }
-
-    fn take(&mut self, stats: &Stats) -> IndexSet<Item> {
-        Stats::sub(&stats.dirty_blocks, self.blocks);
-        Stats::sub(&stats.dirty_items, self.items.len() as u64);
-        self.blocks = 0;
-        std::mem::take(&mut self.items)
-    }
-}
-
-/// State of the commit pipeline, guarded by `Engine::commit`.
-#[derive(Default)]
-pub struct CommitCtl {
-    /// Every commit numbered up to this one is durable.
-    pub durable: u64,
-    /// Batches were applied since the last sync.
-    pub unsynced: bool,
 }
 
 impl State {

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod check;
 pub mod data;
 pub mod dcache;
+pub mod dirty;
 pub mod format;
 pub mod fs;
 pub mod icache;
