@@ -12,10 +12,10 @@
 //! keeps a caller that waits for each answer on one CPU with its serving
 //! thread, faster than one spinning reader, while a caller whose replies
 //! overlap requests the kernel sends of its own (tar's RELEASEs) waits for
-//! a reader to be woken where one spinning reader is already running. So by default two readers stay in read for
-//! a lone caller until the kernel sends a request of its own (tar's
-//! RELEASEs), then one (`LoneReaders::Auto`, below), and the spares beyond
-//! the `awake` park while nothing queues:
+//! a reader to be woken where one spinning reader is already running. So
+//! by default two readers stay in read for a lone caller until the kernel
+//! sends a request of its own, then one (`LoneReaders::Auto`, below), and
+//! the spares beyond the `awake` park while nothing queues:
 //!
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
@@ -705,10 +705,15 @@ mod tests {
         // until a request about to wait for a commit needs it.
         let w2 = w.clone();
         let third = std::thread::spawn(move || drop(w2.turn(7)));
-        while stats.worker_parks.load(Relaxed) == 0 {
+        let until = Instant::now() + Duration::from_secs(10);
+        while stats.worker_parks.load(Relaxed) == 0 && Instant::now() < until {
             std::thread::yield_now();
         }
-        assert_eq!(stats.workers_parked.load(Relaxed), 1);
+        assert_eq!(
+            stats.workers_parked.load(Relaxed),
+            1,
+            "the third reader did not park"
+        );
         w.before_wait();
         third.join().unwrap();
         assert_eq!(stats.worker_wakes.load(Relaxed), 1);
