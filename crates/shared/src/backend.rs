@@ -29,10 +29,12 @@ impl SharedFs {
         let Some((child, _, _)) = self.dentry(parent, name)? else {
             return Err(EngineError::NotFound);
         };
-        let hash = schema::dir_hash(name);
-        if !self.icache.contains(child) && self.icache.walking(parent, hash) {
-            if let Err(e) = self.read_ahead(parent, hash) {
-                tracing::debug!("directory {parent}: no read-ahead: {e}");
+        if !self.icache.contains(child) {
+            let hash = schema::dir_hash(name);
+            if self.icache.walking(parent, hash) {
+                if let Err(e) = self.read_ahead(parent, hash) {
+                    tracing::debug!("directory {parent}: no read-ahead: {e}");
+                }
             }
         }
         self.getattr(child)

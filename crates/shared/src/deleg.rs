@@ -75,6 +75,16 @@ const HOLD_OFF_MAX: usize = 4096;
 /// The longest a recalled directory is left alone.
 const HOLD_OFF_LONGEST: Duration = Duration::from_secs(64);
 
+/// Is one of `conds` (bound for the engine) a version read from an image?
+/// On a key the image no longer owns (a batch went to the engine since it
+/// was read) it never matches the engine: the operation reads again rather
+/// than send a commit bound to fail.
+fn read_from_image(conds: &[Cond]) -> bool {
+    conds
+        .iter()
+        .any(|c| matches!(c, Cond::Rev(_, r) if *r >= LOCAL_REV_BASE))
+}
+
 /// One owned key in an image.
 struct Slot {
     /// None: deleted here (and present in the engine until the next flush).
@@ -198,6 +208,13 @@ impl ByDir {
         });
         if set.is_empty() {
             self.of_dir.remove(&dir);
+        }
+    }
+
+    /// Drops every inode of `dir`.
+    fn forget_dir(&mut self, dir: Ino) {
+        for i in self.of_dir.remove(&dir).into_iter().flatten() {
+            self.dir_of.remove(&i);
         }
     }
 
@@ -902,10 +919,7 @@ impl SharedFs {
                 return Ok(None);
             }
         }
-        if conds
-            .iter()
-            .any(|c| matches!(c, Cond::Rev(_, r) if *r >= LOCAL_REV_BASE))
-        {
+        if read_from_image(&conds) {
             return Ok(None);
         }
         // Room in one commit for the removal and the delegation's keys.
@@ -1218,13 +1232,7 @@ impl SharedFs {
             };
             (own_conds, other_conds, all, deferred)
         };
-        // A version from an image on a key the image no longer owns (a
-        // batch went to the engine since it was read) never matches the
-        // engine: read again rather than send a commit bound to fail.
-        let stale = other_conds
-            .iter()
-            .any(|c| matches!(c, Cond::Rev(_, r) if *r >= LOCAL_REV_BASE));
-        if stale || !own_conds.iter().all(|c| img.holds(c)) {
+        if read_from_image(&other_conds) || !own_conds.iter().all(|c| img.holds(c)) {
             Stats::inc(&self.stats.delegation_conflicts);
             return Ok(None);
         }
@@ -1430,7 +1438,7 @@ impl SharedFs {
             keep.insert(i);
         }
         t.fresh.retain_in(d.dir, |i| keep.contains(&i));
-        t.guarded.retain_in(d.dir, |_| false);
+        t.guarded.forget_dir(d.dir);
         drop(t);
         img.keys.retain(|k, _| {
             held_dir_of(&self.keys, k) == Some(d.dir)
@@ -1555,8 +1563,8 @@ impl SharedFs {
         img.uploaded_at = None;
         self.recount(img);
         let mut t = self.delegs.table();
-        t.fresh.retain_in(d.dir, |_| false);
-        t.guarded.retain_in(d.dir, |_| false);
+        t.fresh.forget_dir(d.dir);
+        t.guarded.forget_dir(d.dir);
         if t.held.get(&d.dir).is_some_and(|h| std::ptr::eq(&**h, d)) {
             t.held.remove(&d.dir);
         }

@@ -628,11 +628,7 @@ impl SharedFs {
     /// fresh enough entry (opendir, readdir: the entries themselves are
     /// always read); `NotDir` for anything else.
     pub(crate) fn dir(&self, ino: Ino) -> Result<(Inode, Rev)> {
-        let (i, r, _) = self.inode_cached(ino)?;
-        if i.kind != FileKind::Directory {
-            return Err(EngineError::NotDir);
-        }
-        Ok((i, r))
+        self.dir_at(ino, 0)
     }
 
     /// A name in a directory: the child, its kind and the entry's version.
