@@ -1,6 +1,6 @@
 //! Worker threads (crates/fuse/src/workers.rs): while one caller at a time
-//! sends requests, `lone_readers` threads (default `auto`: two until the
-//! kernel sends requests of its own, then one) go on reading and the spares
+//! sends requests, two threads (one once the kernel sends requests of its
+//! own) go on reading and the spares
 //! beyond them park; a second caller's request queued behind the
 //! first wakes one; a request that waits for a commit (fsync) wakes one so
 //! that others are served meanwhile; while several callers send
@@ -30,7 +30,8 @@ fn serial_until_parked(m: &Mount, dir: &Path, n: &mut u64) {
 
 #[test]
 fn one_caller_leaves_the_spare_parked_and_a_second_wakes_it() {
-    let m = Mount::new("threads=2,lone_readers=1");
+    // Three threads: two stay reading for one caller, the third is a spare.
+    let m = Mount::new("threads=3");
     let dir = m.path("d");
     fs::create_dir(&dir).unwrap();
     let mut n = 0;
@@ -69,7 +70,7 @@ fn one_caller_leaves_the_spare_parked_and_a_second_wakes_it() {
 
 #[test]
 fn a_request_waiting_for_a_commit_wakes_the_spare() {
-    let m = Mount::new("threads=2,lone_readers=1");
+    let m = Mount::new("threads=3");
     let dir = m.path("d");
     fs::create_dir(&dir).unwrap();
     let mut f = fs::File::create(dir.join("f")).unwrap();
@@ -103,15 +104,8 @@ fn alone_nobody_parks(m: &Mount, before: u64, after: u64) {
 }
 
 #[test]
-fn with_lone_readers_2_two_readers_stay_awake_for_one_caller() {
-    // Two threads, both awake: nobody parks, however long one caller goes
-    // on alone.
-    let m = Mount::new("threads=2,lone_readers=2");
-    alone_nobody_parks(&m, 5_000, 5_000);
-    assert_eq!(stat_of(&m, "worker_spin_hits"), 0, "two readers never spin");
-
-    // Three threads: the third parks, the first two do not.
-    let m = Mount::new("threads=3,lone_readers=2");
+fn for_one_caller_two_readers_stay_awake_and_a_third_parks() {
+    let m = Mount::new("threads=3");
     let dir = m.path("d");
     fs::create_dir(&dir).unwrap();
     let mut n = 0;
@@ -123,12 +117,13 @@ fn with_lone_readers_2_two_readers_stay_awake_for_one_caller() {
         }
         assert!(stat_of(&m, "workers_parked") <= 1, "an awake reader parked");
     }
+    assert_eq!(stat_of(&m, "worker_spin_hits"), 0, "two readers never spin");
 }
 
 #[test]
-fn with_lone_readers_auto_the_kernels_own_requests_leave_one_reader() {
+fn the_kernels_own_requests_leave_one_reader() {
     // Only a caller's requests: two readers stay awake, neither spins.
-    let m = Mount::new("threads=2,lone_readers=auto");
+    let m = Mount::new("threads=2");
     alone_nobody_parks(&m, 5_000, 5_000);
     assert_eq!(stat_of(&m, "worker_spin_hits"), 0, "two readers never spin");
 
@@ -238,20 +233,6 @@ fn several_callers_keep_each_reader_to_a_cpu_of_its_own() {
         assert!(Instant::now() < deadline + Duration::from_secs(30));
     }
     assert_eq!(readers_cpus(&m), alone);
-
-    // Turned off: nobody moves.
-    let m = Mount::new("threads=2,spread_readers=0");
-    std::thread::scope(|s| {
-        for t in 0..2 {
-            let m = &m;
-            s.spawn(move || {
-                for i in 0..5_000 {
-                    assert!(fs::metadata(m.path(&format!("off-{t}-{i}"))).is_err());
-                }
-            });
-        }
-    });
-    assert_eq!(stat_of(&m, "worker_spread_moves"), 0);
 }
 
 #[test]
@@ -288,8 +269,7 @@ fn serving_policies(m: &Mount, want: usize) -> Vec<u32> {
 }
 
 #[test]
-fn serving_threads_run_as_sched_batch_unless_turned_off() {
-    const SCHED_OTHER: u32 = 0;
+fn serving_threads_run_as_sched_batch() {
     const SCHED_BATCH: u32 = 3;
     let m = Mount::new("threads=2");
     // A reader counts itself after its policy is set: wait for both, so
@@ -306,12 +286,6 @@ fn serving_threads_run_as_sched_batch_unless_turned_off() {
     let policies = serving_policies(&m, 2);
     assert!(policies.iter().all(|&p| p == SCHED_BATCH), "{policies:?}");
     assert_eq!(stat_of(&m, "sched_batch_threads"), policies.len() as u64);
-    drop(m);
-
-    let m = Mount::new("threads=2,batch_sched=0");
-    let policies = serving_policies(&m, 2);
-    assert!(policies.iter().all(|&p| p == SCHED_OTHER), "{policies:?}");
-    assert_eq!(stat_of(&m, "sched_batch_threads"), 0);
 }
 
 #[test]

@@ -304,6 +304,11 @@ fn mount_cmd(
     data: Option<String>,
 ) -> Result<ExitCode> {
     let o = opts::MountOpts::parse(options)?;
+    for k in &o.retired {
+        tracing::warn!(
+            "option {k} is no longer a mount option (the reader policy is fixed); ignored"
+        );
+    }
     match volume::url(store) {
         Some(u) => u.and_then(|u| volume::mount(&u, mountpoint, o, background, data)),
         None if data.is_some() => Err(CliError::Other(

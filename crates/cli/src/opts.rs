@@ -3,7 +3,7 @@
 use crate::error::CliError;
 use crate::Result;
 use churnfs_engine::EngineConfig;
-use churnfs_fuse::{AdapterConfig, LoneReaders, Permissions, Uring};
+use churnfs_fuse::{AdapterConfig, Permissions, Uring};
 use churnfs_shared::SharedConfig;
 use std::time::Duration;
 
@@ -25,21 +25,6 @@ Mount options (-o key=value,...; defaults in brackets):
   threads=N                FUSE worker threads, one cloned fd each [number of
                            cores; 16 for a shared volume, whose requests wait on
                            the network]
-  lone_readers=N|auto      worker threads that stay reading while one process at
-                           a time sends requests; the others wait until requests
-                           queue (at most threads; 2 is faster for a process
-                           that waits for each answer, slower for tar; auto:
-                           2 while the kernel sends no request of its own) [auto]
-  spin_us=N                with one reader awake (lone_readers=1, or auto while
-                           the kernel sends requests) and one process at a time
-                           sending requests, how long the serving thread polls for
-                           the next one before it sleeps (with threads=1, after every
-                           request; over io_uring, every queue thread; 0: never;
-                           at most 1000) [50]
-  batch_sched=0|1          serving threads run as SCHED_BATCH: a request does not
-                           preempt the task on its CPU (1), or may (0) [1]
-  spread_readers=0|1       while several processes send requests, each worker
-                           thread keeps to a CPU of its own (1) [1]
   writeback_cache=0|1      kernel writeback cache [0]
   allow_other              let every user reach the mount
   permissions=auto|kernel|daemon
@@ -84,7 +69,14 @@ pub struct MountOpts {
     pub threads_given: bool,
     /// Where the metrics endpoint listens (`metrics=ADDR:PORT`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Options churnfs no longer has, given anyway (an old fstab line):
+    /// accepted, ignored, and named in a warning at mount.
+    pub retired: Vec<String>,
 }
+
+/// Reader tuning that was once a mount option and is now the fixed policy
+/// of the FUSE worker threads (docs/design.md "Worker threads").
+const RETIRED: [&str; 4] = ["lone_readers", "spin_us", "batch_sched", "spread_readers"];
 
 fn num(key: &str, v: Option<&str>) -> Result<u64> {
     let v = v.ok_or_else(|| CliError::BadOptionValue(key.into(), "needs a value".into()))?;
@@ -144,16 +136,7 @@ impl MountOpts {
                     o.adapter.threads = num(k, v)?.clamp(1, 64) as usize;
                     o.threads_given = true;
                 }
-                "lone_readers" => {
-                    o.adapter.lone_readers = match v {
-                        Some("auto") => LoneReaders::Auto,
-                        _ => LoneReaders::Fixed(num(k, v)?.clamp(1, 64) as usize),
-                    }
-                }
                 "writeback_cache" => o.adapter.writeback_cache = num(k, v)? != 0,
-                "batch_sched" => o.adapter.batch_sched = num(k, v)? != 0,
-                "spread_readers" => o.adapter.spread_readers = num(k, v)? != 0,
-                "spin_us" => o.adapter.spin = Duration::from_micros(num(k, v)?.min(1_000)),
                 "xattr" => o.adapter.xattrs = num(k, v)? != 0,
                 "metrics" => {
                     let a = v.unwrap_or_default();
@@ -194,6 +177,7 @@ impl MountOpts {
                 "default_permissions" if v.is_none() => o.adapter.permissions = Permissions::Kernel,
                 // Accepted so fstab-style option lists work.
                 "rw" | "noatime" => {}
+                k if RETIRED.contains(&k) => o.retired.push(k.into()),
                 _ => return Err(CliError::UnknownOption(item.to_string())),
             }
         }
@@ -217,30 +201,13 @@ mod tests {
     fn parses_known_and_refuses_unknown() {
         let o = MountOpts::parse(&[
             "commit_interval_ms=100,allow_other".into(),
-            "threads=3,spin_us=20,batch_sched=0,lone_readers=2,spread_readers=0".into(),
+            "threads=3,spin_us=20,lone_readers=2".into(),
         ])
         .unwrap();
-        assert_eq!(o.adapter.lone_readers, LoneReaders::Fixed(2));
-        assert_eq!(
-            MountOpts::parse(&[]).unwrap().adapter.lone_readers,
-            LoneReaders::Auto
-        );
-        assert_eq!(
-            MountOpts::parse(&["lone_readers=1".into()])
-                .unwrap()
-                .adapter
-                .lone_readers,
-            LoneReaders::Fixed(1)
-        );
-        assert!(MountOpts::parse(&["lone_readers=some".into()]).is_err());
-        assert!(!o.adapter.batch_sched);
-        assert!(MountOpts::parse(&[]).unwrap().adapter.batch_sched);
-        assert!(!o.adapter.spread_readers);
-        assert!(MountOpts::parse(&[]).unwrap().adapter.spread_readers);
+        assert_eq!(o.retired, ["spin_us", "lone_readers"]);
         assert_eq!(o.engine.commit_interval_ms, 100);
         assert!(o.adapter.allow_other);
         assert_eq!(o.adapter.threads, 3);
-        assert_eq!(o.adapter.spin, Duration::from_micros(20));
         assert!(matches!(
             MountOpts::parse(&["bogus=1".into()]),
             Err(CliError::UnknownOption(_))

@@ -13,6 +13,7 @@ mod inval;
 pub mod latency;
 pub mod negative;
 mod ops;
+mod policy;
 mod prune;
 mod ring;
 pub mod stats;
@@ -37,7 +38,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
-pub use workers::LoneReaders;
 use workers::Workers;
 
 pub use errno::errno;
@@ -63,31 +63,10 @@ pub struct AdapterConfig {
     /// cache). Off by default: it costs more requests than it saves on
     /// small files (docs/design.md, "Writeback cache").
     pub writeback_cache: bool,
-    /// Worker threads, each reading its own cloned /dev/fuse descriptor.
+    /// Worker threads, each reading its own cloned /dev/fuse descriptor;
+    /// which of them read, park or spin is workers.rs's policy, not an
+    /// option (docs/design.md "Worker threads").
     pub threads: usize,
-    /// How many of them stay reading while one caller at a time sends
-    /// requests; the others park until requests queue (workers.rs,
-    /// docs/design.md "Worker threads"). Two are faster for a caller that
-    /// waits for each answer, and half as fast for tar; `Auto` keeps two
-    /// while the kernel sends no request of its own, one while it does.
-    pub lone_readers: LoneReaders,
-    /// While one caller at a time is served by one reader (`lone_readers`
-    /// 1, `Auto` while the kernel sends requests, or one thread), how long
-    /// that thread polls for its next request after a reply (workers.rs;
-    /// zero: never). The io_uring queue threads
-    /// poll their queues as long (ring.rs).
-    pub spin: Duration,
-    /// Run the threads that serve requests (/dev/fuse readers, io_uring
-    /// queue threads) as `SCHED_BATCH`: a request they are woken for does
-    /// not take the CPU from the task running there, which goes on until it
-    /// blocks or its slice ends (docs/design.md §5, "Serving threads as
-    /// SCHED_BATCH").
-    pub batch_sched: bool,
-    /// While several processes send requests, each /dev/fuse reader keeps
-    /// to a CPU of its own (workers.rs, docs/design.md "Worker threads"):
-    /// otherwise two readers could stay on one CPU and their callers on
-    /// the other, every request and reply a wake-up of an idle CPU.
-    pub spread_readers: bool,
     /// Let every user reach the mount (`allow_other`).
     pub allow_other: bool,
     /// Who checks permissions. When the kernel does, the daemon also asks
@@ -118,10 +97,6 @@ impl Default for AdapterConfig {
             threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(2),
-            lone_readers: LoneReaders::Auto,
-            spin: Duration::from_micros(50),
-            batch_sched: true,
-            spread_readers: true,
             allow_other: false,
             permissions: Permissions::Auto,
             xattrs: true,
@@ -278,13 +253,7 @@ impl Adapter {
             Some(Box::new(BackendDirs(backend.clone()))),
         ));
         let checks = cfg.daemon_checks();
-        let workers = Arc::new(Workers::new(
-            cfg.threads.max(1),
-            cfg.lone_readers,
-            cfg.spin,
-            cfg.spread_readers,
-            stats.clone(),
-        ));
+        let workers = Arc::new(Workers::for_mount(cfg.threads.max(1), stats.clone()));
         let w = workers.clone();
         backend.on_wait(Box::new(move || w.before_wait()));
         let kernel_inodes = prune::KernelInodes::new(cfg.kernel_inodes_max, stats.clone());
@@ -319,13 +288,10 @@ impl Adapter {
 
 impl Core {
     /// Called by each thread that serves requests, before its first one:
-    /// with `batch_sched` it becomes `SCHED_BATCH` (docs/design.md §5,
+    /// it becomes `SCHED_BATCH` (docs/design.md §5,
     /// "Serving threads as SCHED_BATCH"). A refusal (a seccomp filter, say)
     /// leaves it as it was, counted and logged: the mount serves the same.
     pub(crate) fn serving_thread_policy(&self) {
-        if !self.cfg.batch_sched {
-            return;
-        }
         let p = libc::sched_param { sched_priority: 0 };
         // SAFETY: sets the calling thread's policy; `p` outlives the call.
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &p) } == 0 {
@@ -445,7 +411,7 @@ impl Adapter {
             return;
         }
         let fd = self.ring_fd.clone();
-        match ring::start(self.core.clone(), prepared, fd, self.cfg.spin) {
+        match ring::start(self.core.clone(), prepared, fd, workers::SPIN) {
             Ok(q) => self.ring = Some(q),
             // The kernel waits for every queue; nothing here can undo the
             // flag. Say so loudly: the mount's requests will hang.

@@ -21,6 +21,7 @@
 //! answers EAGAIN. If registration fails the kernel turns the ring off and
 //! goes back to /dev/fuse (`fc->io_uring = 0`), which the readers serve.
 
+use crate::policy::Backoff;
 use crate::stats::Stats;
 use crate::wire::{
     fixed_len, in_header, outcome, put32, put64, put_out_header, serve, serve_wait, u32_at, u64_at,
@@ -334,53 +335,38 @@ fn serve_queue(
     let mut done: Vec<(u64, i32)> = Vec::with_capacity(2 * DEPTH);
     let started = Instant::now();
     let mut registered = false;
-    // Polling backs off when more than half of a window of polls missed:
-    // it is then skipped for `skip` waits, doubling 8..=1,024 while whole
-    // windows keep missing. Misses come in runs even while a caller is
+    // Polling backs off (policy.rs's `Backoff`) when more than half of a
+    // window of polls missed. Misses come in runs even while a caller is
     // served well (one poll in twelve missed in W7, where polling made the
     // first miss 2.3 times faster), so a single miss, or a few in a row,
     // must not stop it; a queue whose polls keep missing spends at most
     // one window of polls before it stops.
-    let (mut skip, mut backoff) = (0u32, 8u32);
-    let (mut polls, mut misses) = (0u32, 0u32);
+    let mut backoff = Backoff::new(POLL_WINDOW);
     loop {
-        if !spin.is_zero() && ring.completion().is_empty() {
-            if skip > 0 {
-                skip -= 1;
-            } else {
-                ring.submit()?;
-                // The clock is read once per 32 looks at the queue: a read
-                // costs as much as a look (a VM's clock), and only the look
-                // decides how soon a request is seen.
-                let t = Instant::now();
-                'poll: loop {
-                    for _ in 0..32 {
-                        if !ring.completion().is_empty() {
-                            break 'poll;
-                        }
-                        std::hint::spin_loop();
+        if !spin.is_zero() && ring.completion().is_empty() && backoff.try_spin() {
+            ring.submit()?;
+            // The clock is read once per 32 looks at the queue: a read
+            // costs as much as a look (a VM's clock), and only the look
+            // decides how soon a request is seen.
+            let t = Instant::now();
+            'poll: loop {
+                for _ in 0..32 {
+                    if !ring.completion().is_empty() {
+                        break 'poll;
                     }
-                    if t.elapsed() >= spin {
-                        break;
-                    }
+                    std::hint::spin_loop();
                 }
-                polls += 1;
-                if ring.completion().is_empty() {
-                    Stats::inc(&core.stats.ring_spin_misses);
-                    misses += 1;
-                } else {
-                    Stats::inc(&core.stats.ring_spin_hits);
-                }
-                if polls == POLL_WINDOW {
-                    if 2 * misses > POLL_WINDOW {
-                        skip = backoff;
-                        backoff = (backoff * 2).min(1024);
-                    } else {
-                        backoff = 8;
-                    }
-                    (polls, misses) = (0, 0);
+                if t.elapsed() >= spin {
+                    break;
                 }
             }
+            let hit = !ring.completion().is_empty();
+            if hit {
+                Stats::inc(&core.stats.ring_spin_hits);
+            } else {
+                Stats::inc(&core.stats.ring_spin_misses);
+            }
+            backoff.record(hit);
         }
         let want = if ring.completion().is_empty() { 1 } else { 0 };
         if let Err(e) = ring.submit_and_wait(want) {

@@ -1,97 +1,64 @@
-//! Which worker threads wait on /dev/fuse: `awake` of them (`-o
-//! lone_readers`, default `auto`: two, or one while the kernel sends
-//! requests of its own) while requests come one at a time, all of them
-//! when they queue.
+//! Which worker threads wait on /dev/fuse: two while requests come one at
+//! a time (one, spinning, while the kernel also sends requests of its own),
+//! one per CPU while several callers send them, all of them when they
+//! queue. The decisions are policy.rs's pure functions; this module feeds
+//! them the clock and what it sees on /dev/fuse, and does the polling,
+//! parking and `sched_setaffinity`. None of it is a mount option: the
+//! reasons and the measurements are in docs/design.md, "Worker threads".
 //!
 //! The kernel hands each request to the reader that has waited longest
 //! (the readers of one connection share one wait queue, cloned descriptors
 //! included). With two readers and one caller at a time, requests
-//! therefore alternate between the two threads. What that costs depends
-//! on the host and the caller (docs/design.md, "Worker threads"): an
-//! alternate reader may be woken cold, a cost per request; or the pair
-//! keeps a caller that waits for each answer on one CPU with its serving
-//! thread, faster than one spinning reader, while a caller whose replies
-//! overlap requests the kernel sends of its own (tar's RELEASEs) waits for
-//! a reader to be woken where one spinning reader is already running. So
-//! by default two readers stay in read for a lone caller until the kernel
-//! sends a request of its own, then one (`LoneReaders::Auto`, below), and
-//! the spares beyond the `awake` park while nothing queues:
+//! therefore alternate between the two threads: for a caller that waits
+//! for each answer that keeps it on one CPU with its serving thread, faster
+//! than one spinning reader; a caller whose requests overlap the kernel's
+//! own (tar's RELEASE after each close) would wait for a reader to be woken
+//! where one spinning reader is already running.
 //!
 //! - Two callers: every request from a process other than the previous
 //!   request's notes the time (`last_multi_us`). Requests the kernel sends
-//!   on its own behalf (pid 0, such as the RELEASE after a close, which
-//!   overlaps its caller's next request by design) are not callers, and
-//!   neither are our own: the negative-dentry thread checks the mount
-//!   with a stat now and then (`own_thread`; the kernel names the thread
-//!   in a request, not the process).
-//! - A spare (every thread after the first `awake` to serve a request)
-//!   parks after a request when no two callers have been seen for `IDLE`.
-//!   While several callers are seen, one reader per CPU stays reading
-//!   (`several_awake`) and the spares beyond it park too: woken by a
-//!   request waiting behind another caller's or by a request about to
-//!   wait for a commit (below), they read while they are needed. Before,
-//!   every thread read while two callers were seen, and the kernel, which
-//!   hands each request to the reader that has waited longest, sent each
-//!   to another of a shared volume's 16 threads, woken cold (docs/design.md
-//!   §15, "W9").
-//!   A parked thread reads nothing until woken, or until `PATROL` has
-//!   passed (then it goes back to reading, which is also how it sees the
-//!   session end).
+//!   on its own behalf (pid 0) are not callers, and neither are our own:
+//!   the negative-dentry thread checks the mount with a stat now and then
+//!   (`own_thread`; the kernel names the thread in a request, not the
+//!   process).
+//! - A spare (every thread after the readers that stay awake) parks after
+//!   a request when no two callers have been seen for `IDLE`. While several
+//!   callers are seen, one reader per CPU stays reading (`several_awake`)
+//!   and the spares beyond it park too: with every thread reading, the
+//!   kernel sent each request to another of a shared volume's 16 threads,
+//!   woken cold (docs/design.md §15, "W9"). A parked thread reads nothing
+//!   until woken, or until `PATROL` has passed (then it goes back to
+//!   reading, which is also how it sees the session end).
 //! - Waking, while a spare is parked: after each request its thread polls
 //!   a duplicate of the session's descriptor with a zero timeout. A request
-//!   already pending may be the same caller's next one (it was quicker than
-//!   we were after the reply), or another caller's, waiting behind us. So
-//!   the thread remembers the caller it just served, and if the next
-//!   request it reads comes from another, that is backlog: one parked
-//!   spare is woken.
-//! - The engine calls `before_wait` before a request waits for a commit
-//!   (fsync, push-back, a store write in flight) or for a batch a commit
-//!   is putting together: a parked spare is woken so that other callers
-//!   are served meanwhile.
-//! - `LoneReaders::Auto` (`-o lone_readers=auto`): two readers stay awake
-//!   while only callers send requests, and one (which spins, below) from
-//!   the kernel's first request of its own (pid 0, such as the RELEASE
-//!   after each close; FORGETs are answered without a turn) until `IDLE`
-//!   passes without one. Such a request overlaps the caller's next one,
-//!   which is where the alternating pair lost to one spinning reader (tar
-//!   closes every file it writes); a caller that only waits for each
-//!   answer (a truncate loop, lookups) keeps the pair. The second reader
-//!   parks after its next request, and comes back by its patrol.
+//!   already pending may be the same caller's next one, or another
+//!   caller's, waiting behind us: the thread remembers the caller it just
+//!   served, and if the next request it reads comes from another, that is
+//!   backlog and one parked spare is woken. The engine calls `before_wait`
+//!   before a request waits for a commit or for a batch a commit is
+//!   putting together: a parked spare is woken so that other callers are
+//!   served meanwhile.
+//! - Spinning: the one reader left for a lone caller (and a pool of one
+//!   thread, after every reply) polls for the next request for up to
+//!   `SPIN` before it goes back to sleep in read, so a caller that sends
+//!   its next request within that time finds the thread awake. A spin that
+//!   catches nothing makes the thread skip spinning for a while
+//!   (policy.rs's `Backoff`). With two readers awake a spin would catch
+//!   nothing: the pending request goes to the other reader.
+//! - A CPU each while several callers send requests: the kernel wakes a
+//!   sleeping thread on the CPU it last ran on while that CPU is idle, so
+//!   two readers could stay on one CPU and two callers on the other, every
+//!   request and reply a wake-up of an idle CPU. So while two callers have
+//!   been seen within `IDLE`, reader `i` keeps to the `i`-th CPU the pool
+//!   may use (`sched_setaffinity` of its own thread, once); after `IDLE`
+//!   without, it may run on all of them again.
 //!
-//! - Spinning for a lone caller's next request, only when one reader stays
-//!   awake (`awake` 1, or one thread in all): while one caller at a time
-//!   is served, that thread, after a reply, polls for the next request for
-//!   up to `spin` (`-o spin_us`) before it goes back to sleep in read. A
-//!   caller that sends its next request within that time then finds the
-//!   thread awake: no wake-up of a thread on an idle CPU (on a VM, an
-//!   interrupt to a halted vCPU; docs/design.md, "Worker threads"). A spin
-//!   that catches nothing makes the thread skip spinning for the next
-//!   `SPIN_BACKOFF_MIN` requests, doubling up to `SPIN_BACKOFF_MAX` while
-//!   spins keep missing, so a caller that pauses between requests costs at
-//!   most one spin per that many requests. With two readers awake a spin
-//!   would catch nothing: the request it sees pending goes to the other
-//!   reader, asleep in read.
-//!
-//!   With one thread (`-o threads=1`) there is no spare to park, and that
-//!   thread spins after every reply, whoever sent it.
-//!
-//! - A CPU each while several callers send requests (`-o spread_readers`,
-//!   on by default): the kernel wakes a sleeping thread on the CPU it last
-//!   ran on while that CPU is idle, so two readers can stay on one CPU and
-//!   two callers on the other, every request and every reply then a wake-up
-//!   of an idle CPU (on a VM, an exit to the host), until something moves
-//!   a thread (docs/design.md, "Worker threads"). So after a request, while
-//!   two callers have been seen within `IDLE`, reader `i` keeps to the
-//!   `i`-th CPU the pool may use (`sched_setaffinity` of its own thread,
-//!   once); after `IDLE` without, its next request lets it run on all of
-//!   them again. A lone caller is left alone: its readers find it.
-//!
-//! Bound: at most `threads - awake` parked, at most one thread spinning,
-//! at most `threads` kept to a CPU; gauges `workers_parked`,
-//! `workers_spread`, counters `worker_parks`, `worker_wakes`,
-//! `worker_backlogs`, `worker_spin_hits`, `worker_spin_misses`,
-//! `worker_spread_moves`.
+//! Bound: at most `threads - 1` parked, at most one thread spinning, at
+//! most `threads` kept to a CPU; gauges `workers_parked`, `workers_spread`,
+//! counters `worker_parks`, `worker_wakes`, `worker_backlogs`,
+//! `worker_spin_hits`, `worker_spin_misses`, `worker_spread_moves`.
 
+use crate::policy::{Backoff, Caller, Policy, Seen, Step};
 use crate::stats::Stats;
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
@@ -103,10 +70,9 @@ use std::time::{Duration, Instant};
 const IDLE: Duration = Duration::from_millis(10);
 /// How long a parked spare waits before it reads again on its own.
 const PATROL: Duration = Duration::from_millis(50);
-/// Requests without a spin after a spin that caught nothing, doubling
-/// while spins keep missing.
-const SPIN_BACKOFF_MIN: u32 = 8;
-const SPIN_BACKOFF_MAX: u32 = 1024;
+/// How long the one reader left for a lone caller polls for its next
+/// request after a reply (the io_uring queue threads poll as long).
+pub(crate) const SPIN: Duration = Duration::from_micros(50);
 
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
 
@@ -114,30 +80,31 @@ static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
 struct Local {
     pool: u64,
     index: usize,
-    /// A request was pending when this thread had served `pid`'s.
-    pending_after: Option<u32>,
-    /// Requests left to serve before this thread spins again, and the
-    /// current back-off.
-    spin_skip: u32,
-    spin_backoff: u32,
+    /// A request was pending when this thread had served this caller's.
+    pending_after: Option<Caller>,
+    /// When this thread's next spin is worth trying.
+    backoff: Backoff,
     /// Several callers were seen when this thread last looked (`Spread`),
     /// and whether it keeps to a CPU of its own.
     spread: bool,
     pinned: bool,
 }
 
-thread_local! {
-    static LOCAL: Cell<Local> = const {
-        Cell::new(Local {
-            pool: 0,
-            index: 0,
+impl Local {
+    const fn new(pool: u64, index: usize) -> Local {
+        Local {
+            pool,
+            index,
             pending_after: None,
-            spin_skip: 0,
-            spin_backoff: 0,
+            backoff: Backoff::new(1),
             spread: false,
             pinned: false,
-        })
-    };
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: Cell<Local> = const { Cell::new(Local::new(0, 0)) };
 }
 
 #[derive(Default)]
@@ -149,21 +116,8 @@ struct Parked {
 
 pub struct Workers {
     id: u64,
-    threads: usize,
-    /// Readers that stay awake while one caller at a time is served (with
-    /// `LoneReaders::Auto`, while the kernel sends nothing of its own).
-    awake: usize,
-    /// Readers that stay awake while several callers send requests: one
-    /// per CPU (at least `awake`); the others park until a request waits
-    /// behind another caller's or a request waits for a commit.
-    several_awake: usize,
-    /// `LoneReaders::Auto`: one reader stays awake instead of `awake` while
-    /// the kernel sends requests of its own.
-    adaptive: bool,
-    /// Spares park only if there are any (threads > the fewest awake).
-    gate: bool,
-    /// Callers are told apart (`last_multi_us`): with `gate` or `spread`.
-    track: bool,
+    /// Which readers stay reading, park or spin (policy.rs).
+    policy: Policy,
     probe: OnceLock<OwnedFd>,
     next: AtomicUsize,
     epoch: Instant,
@@ -182,10 +136,9 @@ pub struct Workers {
     parked_now: AtomicUsize,
     wake: Condvar,
     stats: Arc<Stats>,
-    idle: Duration,
     patrol: Duration,
-    /// Longest spin for a lone caller's next request (zero: none; only
-    /// with one reader awake).
+    /// Longest spin for a lone caller's next request (only with one
+    /// reader awake; `policy.spin` says whether there is one).
     spin: Duration,
     /// The CPUs readers keep to, one each, while several callers send
     /// requests (`None`: they never do).
@@ -221,20 +174,22 @@ impl Spread {
 /// Held while a request is served; its drop runs after the reply.
 pub struct Turn<'a> {
     workers: &'a Workers,
-    pid: u32,
+    caller: Caller,
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.workers.after_request(self.pid);
+        self.workers.after_request(self.caller);
     }
 }
 
-/// How many readers stay reading while one caller at a time is served
-/// (`-o lone_readers`).
+/// How many readers stay reading while one caller at a time is served.
+/// A mount uses `Auto`; the tests pin other shapes to see one mechanism
+/// alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LoneReaders {
+pub(crate) enum LoneReaders {
     /// This many (at least one, at most all).
+    #[cfg_attr(not(test), allow(dead_code))]
     Fixed(usize),
     /// Two while only callers send requests, one (which spins) from the
     /// kernel's first request of its own until `IDLE` without one.
@@ -242,10 +197,17 @@ pub enum LoneReaders {
 }
 
 impl Workers {
-    /// A pool of `threads` readers, `lone` of which stay reading while one
-    /// caller at a time is served. With `spread`, readers keep to a CPU each while several callers
+    /// The pool a mount runs: `threads` readers, `Auto` of them awake for a
+    /// lone caller, spinning for `SPIN`, a CPU each while several callers
     /// send requests (if this thread may run on more than one).
-    pub fn new(
+    pub fn for_mount(threads: usize, stats: Arc<Stats>) -> Workers {
+        Workers::new(threads, LoneReaders::Auto, SPIN, true, stats)
+    }
+
+    /// A pool of `threads` readers, `lone` of which stay reading while one
+    /// caller at a time is served. With `spread`, readers keep to a CPU
+    /// each while several callers send requests.
+    pub(crate) fn new(
         threads: usize,
         lone: LoneReaders,
         spin: Duration,
@@ -253,11 +215,13 @@ impl Workers {
         stats: Arc<Stats>,
     ) -> Workers {
         let mut w = Workers::with_times(threads, lone, stats, IDLE, PATROL);
-        if w.awake == 1 || w.adaptive {
+        let p = &mut w.policy;
+        if p.awake == 1 || p.adaptive {
             w.spin = spin;
+            p.spin = !spin.is_zero();
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        w.several_awake = cpus.max(w.awake).min(w.threads);
+        p.several_awake = cpus.max(p.awake).min(p.threads);
         if spread {
             w.spread_over(Spread::of_this_thread());
         }
@@ -265,10 +229,10 @@ impl Workers {
     }
 
     fn spread_over(&mut self, spread: Option<Spread>) {
-        if self.threads > 1 {
+        if self.policy.threads > 1 {
             self.spread = spread;
         }
-        self.track = self.gate || self.spread.is_some();
+        self.policy.spread = self.spread.is_some();
     }
 
     fn with_times(
@@ -283,14 +247,17 @@ impl Workers {
             LoneReaders::Fixed(n) => (n.clamp(1, threads), false),
             LoneReaders::Auto => (2.min(threads), threads > 1),
         };
-        let mut w = Workers {
+        Workers {
             id: NEXT_POOL.fetch_add(1, Relaxed),
-            threads,
-            awake,
-            several_awake: threads,
-            adaptive,
-            gate: false,
-            track: false,
+            policy: Policy {
+                threads,
+                awake,
+                several_awake: threads,
+                adaptive,
+                idle_us: idle.as_micros() as u64,
+                spin: false,
+                spread: false,
+            },
             probe: OnceLock::new(),
             next: AtomicUsize::new(0),
             epoch: Instant::now(),
@@ -302,14 +269,10 @@ impl Workers {
             parked_now: AtomicUsize::new(0),
             wake: Condvar::new(),
             stats,
-            idle,
             patrol,
             spin: Duration::ZERO,
             spread: None,
-        };
-        w.gate = w.threads > w.fewest_awake();
-        w.track = w.gate;
-        w
+        }
     }
 
     /// Gives the pool the session's /dev/fuse descriptor to poll (a
@@ -332,30 +295,34 @@ impl Workers {
     /// the calling thread's id there, so two threads of one process are two
     /// callers; 0 is the kernel's own request.
     pub fn turn(&self, pid: u32) -> Turn<'_> {
-        // One of our own: it neither makes a second caller (which would
-        // keep spares awake and readers to a CPU each for `idle`) nor
-        // counts as the kernel's, and nobody waits behind it.
-        let own = pid != 0 && pid == self.own_tid.load(Relaxed);
-        let pid = if own { 0 } else { pid };
-        if self.track && !own {
-            if pid != 0 {
-                let prev = self.last_pid.swap(pid, Relaxed);
-                if prev != 0 && prev != pid {
-                    self.last_multi_us.store(self.now_us(), Relaxed);
+        let caller = Caller::of(pid, self.own_tid.load(Relaxed));
+        // One of our own neither makes a second caller (which would keep
+        // spares awake and readers to a CPU each for `idle`) nor counts as
+        // the kernel's, and nobody waits behind it.
+        if self.policy.tracks() && caller != Caller::Own {
+            match caller {
+                Caller::Process(p) => {
+                    let prev = self.last_pid.swap(p, Relaxed);
+                    if prev != 0 && prev != p {
+                        self.last_multi_us.store(self.now_us(), Relaxed);
+                    }
                 }
-            } else if self.adaptive {
-                self.last_kernel_us.store(self.now_us(), Relaxed);
+                _ if self.policy.adaptive => self.last_kernel_us.store(self.now_us(), Relaxed),
+                _ => {}
             }
             let mut l = self.local();
             if let Some(served) = l.pending_after.take() {
                 LOCAL.with(|c| c.set(l));
-                if served != pid && served != 0 && pid != 0 {
+                if crate::policy::waited_behind(served, caller) {
                     Stats::inc(&self.stats.worker_backlogs);
                     self.wake_one();
                 }
             }
         }
-        Turn { workers: self, pid }
+        Turn {
+            workers: self,
+            caller,
+        }
     }
 
     /// This thread's state in this pool (an index on first use).
@@ -365,15 +332,7 @@ impl Workers {
             if l.pool == self.id {
                 return l;
             }
-            let l = Local {
-                pool: self.id,
-                index: self.next.fetch_add(1, Relaxed),
-                pending_after: None,
-                spin_skip: 0,
-                spin_backoff: 0,
-                spread: false,
-                pinned: false,
-            };
+            let l = Local::new(self.id, self.next.fetch_add(1, Relaxed));
             c.set(l);
             l
         })
@@ -381,6 +340,14 @@ impl Workers {
 
     fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
+    }
+
+    fn seen(&self) -> Seen {
+        Seen {
+            now: self.now_us(),
+            last_multi: self.last_multi_us.load(Relaxed),
+            last_kernel: self.last_kernel_us.load(Relaxed),
+        }
     }
 
     /// Is a request waiting for a reader?
@@ -398,64 +365,34 @@ impl Workers {
         n == 1 && p.revents & libc::POLLIN != 0 && p.revents & libc::POLLERR == 0
     }
 
-    fn after_request(&self, pid: u32) {
+    fn after_request(&self, caller: Caller) {
         let mut l = self.local();
-        if !self.gate {
-            // Nobody parks. A thread alone (the spin is zero unless one
-            // reader stays awake) spins for whoever sends next (a request
-            // already pending ends the spin at once); readers that all stay
-            // awake may still keep to a CPU each.
-            if self.spread.is_some() && self.follow_callers(&mut l, self.several(self.now_us())) {
-                LOCAL.with(|c| c.set(l));
-            }
-            if !self.spin.is_zero() {
-                self.spin_for_next(&mut l);
-                LOCAL.with(|c| c.set(l));
-            }
-            return;
+        // The poll is asked only where its answer can matter.
+        let queued = self.policy.gate() && self.parked_now.load(Relaxed) > 0 && self.pending();
+        let (step, follow) = self.policy.after(l.index, self.seen(), queued);
+        if let Some(several) = follow {
+            self.follow_callers(&mut l, several);
         }
-        if self.parked_now.load(Relaxed) > 0 && self.pending() {
-            l.pending_after = Some(pid);
-            LOCAL.with(|c| c.set(l));
-            return;
+        match step {
+            Step::Note => l.pending_after = Some(caller),
+            Step::Read => {}
+            Step::Spin => self.spin_for_next(&mut l),
+            Step::Park => {}
         }
-        let now = self.now_us();
-        let several = self.several(now);
-        if self.follow_callers(&mut l, several) {
-            LOCAL.with(|c| c.set(l));
-        }
-        if several && l.index < self.several_awake {
-            return;
-        }
-        let awake = if several {
-            self.several_awake
-        } else {
-            self.awake_now(now)
-        };
-        if l.index >= awake {
+        LOCAL.with(|c| c.set(l));
+        if step == Step::Park {
             self.park();
-        } else if awake == 1 && !self.spin.is_zero() {
-            // One reader awake (`new` gives a spin to no other pool): this
-            // is it.
-            self.spin_for_next(&mut l);
-            LOCAL.with(|c| c.set(l));
         }
     }
 
-    /// Have two callers been seen in a row within `idle` of `now`?
-    fn several(&self, now: u64) -> bool {
-        now.saturating_sub(self.last_multi_us.load(Relaxed)) < self.idle.as_micros() as u64
-    }
-
-    /// With `spread`: keeps this thread to a CPU of its own while several
-    /// callers send requests, and lets it go once one is left. True if
-    /// `l` changed.
-    fn follow_callers(&self, l: &mut Local, several: bool) -> bool {
+    /// Keeps this thread to a CPU of its own while several callers send
+    /// requests, and lets it go once one is left.
+    fn follow_callers(&self, l: &mut Local, several: bool) {
         let Some(sp) = &self.spread else {
-            return false;
+            return;
         };
         if l.spread == several {
-            return false;
+            return;
         }
         // A thread the kernel refuses stays where it may run and does not
         // ask again until the callers change.
@@ -466,68 +403,43 @@ impl Workers {
             Stats::add(&self.stats.workers_spread, 1);
             let kept = self.stats.workers_spread.load(Relaxed);
             assert!(
-                kept <= self.threads as u64,
+                kept <= self.policy.threads as u64,
                 "{kept} of {} worker threads kept to a CPU",
-                self.threads
+                self.policy.threads
             );
         } else if !several && l.pinned && sp.set(l.index, false) {
             l.pinned = false;
             Stats::inc(&self.stats.worker_spread_moves);
             Stats::sub(&self.stats.workers_spread, 1);
         }
-        true
-    }
-
-    /// Readers that never park: one with `adaptive`, else `awake`.
-    fn fewest_awake(&self) -> usize {
-        if self.adaptive {
-            1
-        } else {
-            self.awake
-        }
-    }
-
-    /// Readers that stay awake for a lone caller at `now` (µs since
-    /// `epoch`): with `adaptive`, one while the kernel has sent a request of
-    /// its own within `idle`.
-    fn awake_now(&self, now: u64) -> usize {
-        if !self.adaptive {
-            return self.awake;
-        }
-        let since = now.saturating_sub(self.last_kernel_us.load(Relaxed));
-        if since >= self.idle.as_micros() as u64 {
-            self.awake
-        } else {
-            1
-        }
     }
 
     /// Polls for the next request for up to `spin`, unless backing off.
     fn spin_for_next(&self, l: &mut Local) {
-        if l.spin_skip > 0 {
-            l.spin_skip -= 1;
+        if !l.backoff.try_spin() {
             return;
         }
         let start = Instant::now();
-        loop {
+        let hit = loop {
             if self.pending() {
-                Stats::inc(&self.stats.worker_spin_hits);
-                l.spin_backoff = 0;
-                return;
+                break true;
             }
             if start.elapsed() >= self.spin {
-                break;
+                break false;
             }
             std::hint::spin_loop();
+        };
+        if hit {
+            Stats::inc(&self.stats.worker_spin_hits);
+        } else {
+            Stats::inc(&self.stats.worker_spin_misses);
         }
-        Stats::inc(&self.stats.worker_spin_misses);
-        l.spin_backoff = (l.spin_backoff * 2).clamp(SPIN_BACKOFF_MIN, SPIN_BACKOFF_MAX);
-        l.spin_skip = l.spin_backoff;
+        l.backoff.record(hit);
     }
 
     /// A request is about to wait (for a commit): let a spare read meanwhile.
     pub fn before_wait(&self) {
-        if self.gate {
+        if self.policy.gate() {
             self.last_multi_us.store(self.now_us(), Relaxed);
             self.wake_one();
         }
@@ -548,12 +460,12 @@ impl Workers {
     fn park(&self) {
         let mut p = self.parked.lock().unwrap_or_else(|e| e.into_inner());
         p.threads += 1;
-        let fewest_awake = self.fewest_awake();
+        let fewest_awake = self.policy.fewest_awake();
         assert!(
-            p.threads <= self.threads - fewest_awake && p.threads < self.next.load(Relaxed),
+            p.threads <= self.policy.threads - fewest_awake && p.threads < self.next.load(Relaxed),
             "{} of {} worker threads parked, {} must stay awake",
             p.threads,
-            self.threads,
+            self.policy.threads,
             fewest_awake
         );
         self.parked_now.store(p.threads, Relaxed);
@@ -583,6 +495,7 @@ impl Workers {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::BACKOFF_MIN;
     use std::sync::atomic::Ordering::Relaxed;
     use LoneReaders::Fixed;
 
@@ -694,7 +607,7 @@ mod tests {
         let stats = Arc::new(Stats::default());
         let mut w =
             Workers::with_times(4, Fixed(1), stats.clone(), IDLE, Duration::from_secs(3600));
-        w.several_awake = 2;
+        w.policy.several_awake = 2;
         let w = Arc::new(w);
         // Two readers serve callers 7 and 8 in turn: both go on reading.
         drop(w.turn(7));
@@ -725,7 +638,7 @@ mod tests {
         let stats = Arc::new(Stats::default());
         let mut w = Workers::new(2, Fixed(1), Duration::ZERO, false, stats.clone());
         // Whatever this machine's CPUs: both readers are wanted.
-        w.several_awake = 2;
+        w.policy.several_awake = 2;
         let w = Arc::new(w);
         drop(w.turn(7));
         let w2 = w.clone();
@@ -770,7 +683,7 @@ mod tests {
         let (stats, w, _rx, _tx) = spinning(Duration::from_millis(1));
         drop(w.turn(7));
         assert_eq!(stats.worker_spin_misses.load(Relaxed), 1);
-        for _ in 0..SPIN_BACKOFF_MIN {
+        for _ in 0..BACKOFF_MIN {
             drop(w.turn(7));
         }
         assert_eq!(
@@ -781,7 +694,7 @@ mod tests {
         drop(w.turn(7));
         assert_eq!(stats.worker_spin_misses.load(Relaxed), 2);
         // The back-off doubled: the next 2 × MIN requests do not spin.
-        for _ in 0..2 * SPIN_BACKOFF_MIN {
+        for _ in 0..2 * BACKOFF_MIN {
             drop(w.turn(7));
         }
         assert_eq!(stats.worker_spin_misses.load(Relaxed), 2);
@@ -902,6 +815,7 @@ mod tests {
         );
         // A spin of an hour ends at once on the pending request (a hit).
         w.spin = Duration::from_secs(3600);
+        w.policy.spin = true;
         let w = Arc::new(w);
         let (rx, tx) = pipe();
         w.watch(rx.as_fd()).unwrap();
@@ -974,6 +888,7 @@ mod tests {
         );
         w.spread_over(Spread::of_this_thread());
         assert_eq!(w.spread.is_some(), several_cpus);
+        assert_eq!(w.policy.spread, several_cpus);
         let moves = || stats.worker_spread_moves.load(Relaxed);
         let spread = || stats.workers_spread.load(Relaxed);
         // On a thread of its own, which the test leaves as it found it.
