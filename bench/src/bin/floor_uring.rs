@@ -28,58 +28,23 @@
 //! Root only (it calls mount(2) itself). Runs until unmounted
 //! (`umount MOUNTPOINT`).
 
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use churnfs_fuse::proto::uring::{
+    self, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_IN_OUT, HEADER as RING_HEADER, OP_IN,
+};
+use churnfs_fuse::proto::{self, fattr, fixed_len, init as flag, op::*, Wire};
+use io_uring::{cqueue, squeue, IoUring};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex};
 
-// Opcodes (include/uapi/linux/fuse.h).
-const LOOKUP: u32 = 1;
-const FORGET: u32 = 2;
-const GETATTR: u32 = 3;
-const SETATTR: u32 = 4;
-const UNLINK: u32 = 10;
-const OPEN: u32 = 14;
-const READ: u32 = 15;
-const WRITE: u32 = 16;
-const STATFS: u32 = 17;
-const RELEASE: u32 = 18;
-const FSYNC: u32 = 20;
-const FLUSH: u32 = 25;
-const INIT: u32 = 26;
-const OPENDIR: u32 = 27;
-const READDIR: u32 = 28;
-const RELEASEDIR: u32 = 29;
-const CREATE: u32 = 35;
-const INTERRUPT: u32 = 36;
-const DESTROY: u32 = 38;
-const BATCH_FORGET: u32 = 42;
-
-// INIT flags: what fuser 0.18 asks for by default, plus the ring.
-const FUSE_ASYNC_READ: u32 = 1 << 0;
-const FUSE_BIG_WRITES: u32 = 1 << 5;
-const FUSE_MAX_PAGES: u32 = 1 << 22;
-const FUSE_INIT_EXT: u32 = 1 << 30;
-/// `FUSE_OVER_IO_URING` is bit 41, the ninth bit of `flags2`.
-const FUSE_OVER_IO_URING_2: u32 = 1 << 9;
-const FATTR_SIZE: u32 = 1 << 3;
-
-const IN_HEADER: usize = 40;
-const OUT_HEADER: usize = 16;
+const IN_HEADER: usize = size_of::<proto::InHeader>();
 const MAX_WRITE: u32 = 128 * 1024;
 const MAX_PAGES: u16 = 32;
 /// The kernel wants a payload buffer of at least max(8 KiB, max_write,
 /// max_pages pages).
 const PAYLOAD: usize = 128 * 1024;
-/// `struct fuse_uring_req_header`: in/out header (128), the operation's
-/// fixed part (128), `struct fuse_uring_ent_in_out` (32).
-const RING_HEADER: usize = 288;
-const OP_IN: usize = 128;
-const ENT_IN_OUT: usize = 256;
-const CMD_REGISTER: u32 = 1;
-const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// Ring entries per queue.
 const DEPTH: usize = 4;
 
@@ -88,17 +53,14 @@ const FILE_INO: u64 = 2;
 const FILE_NAME: &[u8] = b"exists";
 const FILE_TTL_S: u64 = 1;
 
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"))
+/// Writes `v` at `b[o..]`, its length (every buffer here holds a reply).
+fn put<T: Wire>(b: &mut [u8], o: usize, v: &T) -> usize {
+    proto::put(b, o, v).expect("a reply buffer holds the reply")
 }
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"))
-}
-fn put32(b: &mut [u8], o: usize, v: u32) {
-    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
-}
-fn put64(b: &mut [u8], o: usize, v: u64) {
-    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+
+/// The fixed part of a request, zeroes if it was cut short.
+fn arg<T: Wire + Default>(fixed: &[u8]) -> T {
+    proto::read(fixed).unwrap_or_default()
 }
 
 /// Files created in the root (FILES mode): name → node, node → size.
@@ -127,39 +89,41 @@ struct Req<'a> {
     rest: &'a [u8],
 }
 
-/// Writes `struct fuse_attr` (88 bytes) at `o`.
-fn put_attr(b: &mut [u8], o: usize, ino: u64, size: u64) {
-    b[o..o + 88].fill(0);
+fn attr(ino: u64, size: u64) -> proto::Attr {
     let dir = ino == ROOT;
-    put64(b, o, ino);
-    put64(b, o + 8, size);
-    put32(b, o + 60, if dir { 0o040755 } else { 0o100644 });
-    put32(b, o + 64, if dir { 2 } else { 1 });
-    put32(b, o + 80, 4096);
+    proto::Attr {
+        ino,
+        size,
+        mode: if dir { 0o040755 } else { 0o100644 },
+        nlink: if dir { 2 } else { 1 },
+        blksize: 4096,
+        ..proto::Attr::default()
+    }
 }
 
-/// Writes `struct fuse_entry_out` (128 bytes).
 fn put_entry(b: &mut [u8], ino: u64, size: u64, ttl_s: u64) -> usize {
-    b[..40].fill(0);
-    put64(b, 0, ino);
-    put64(b, 16, ttl_s);
-    put64(b, 24, ttl_s);
-    put_attr(b, 40, ino, size);
-    128
+    let e = proto::EntryOut {
+        nodeid: ino,
+        entry_valid: ttl_s,
+        attr_valid: ttl_s,
+        attr: attr(ino, size),
+        ..proto::EntryOut::default()
+    };
+    put(b, 0, &e)
 }
 
-/// Writes `struct fuse_attr_out` (104 bytes).
 fn put_attr_out(b: &mut [u8], ino: u64, size: u64, ttl_s: u64) -> usize {
-    b[..16].fill(0);
-    put64(b, 0, ttl_s);
-    put_attr(b, 16, ino, size);
-    104
+    let a = proto::AttrOut {
+        attr_valid: ttl_s,
+        attr: attr(ino, size),
+        ..proto::AttrOut::default()
+    };
+    put(b, 0, &a)
 }
 
-/// `struct fuse_open_out` (16 bytes), handle 0.
+/// `struct fuse_open_out`, handle 0.
 fn put_open(b: &mut [u8]) -> usize {
-    b[..16].fill(0);
-    16
+    put(b, 0, &proto::OpenOut::default())
 }
 
 fn name_of(rest: &[u8]) -> &[u8] {
@@ -209,12 +173,11 @@ impl Floor {
                 }
             }
             SETATTR => {
-                let valid = u32_at(r.fixed, 0);
-                let size = u64_at(r.fixed, 16);
+                let a: proto::SetattrIn = arg(r.fixed);
                 let mut f = self.files().ok_or(libc::EPERM)?;
                 let s = f.sizes.get_mut(&r.nodeid).ok_or(libc::EPERM)?;
-                if valid & FATTR_SIZE != 0 {
-                    *s = size;
+                if a.valid & fattr::SIZE != 0 {
+                    *s = a.size;
                 }
                 let now = *s;
                 Ok(put_attr_out(out, r.nodeid, now, FILE_TTL_S))
@@ -241,14 +204,18 @@ impl Floor {
                 Ok(n + put_open(&mut out[n..]))
             }
             WRITE => {
-                let offset = u64_at(r.fixed, 8);
-                let len = u32_at(r.fixed, 16);
+                let a: proto::WriteIn = arg(r.fixed);
                 let mut f = self.files().ok_or(libc::EBADF)?;
                 let s = f.sizes.get_mut(&r.nodeid).ok_or(libc::EBADF)?;
-                *s = (*s).max(offset + u64::from(len));
-                out[..8].fill(0);
-                put32(out, 0, len);
-                Ok(8)
+                *s = (*s).max(a.offset + u64::from(a.size));
+                Ok(put(
+                    out,
+                    0,
+                    &proto::WriteOut {
+                        size: a.size,
+                        padding: 0,
+                    },
+                ))
             }
             UNLINK => {
                 if r.nodeid != ROOT {
@@ -263,32 +230,38 @@ impl Floor {
             READ => Ok(0),
             RELEASE | RELEASEDIR | FLUSH | FSYNC => Ok(0),
             STATFS => {
-                out[..80].fill(0);
-                put32(out, 40, 4096);
-                put32(out, 44, 255);
-                put32(out, 48, 4096);
-                Ok(80)
+                let k = proto::Kstatfs {
+                    bsize: 4096,
+                    namelen: 255,
+                    frsize: 4096,
+                    ..proto::Kstatfs::default()
+                };
+                Ok(put(out, 0, &k))
             }
             READDIR => {
                 if r.nodeid != ROOT {
                     return Err(libc::ENOTDIR);
                 }
-                let offset = u64_at(r.fixed, 8) as usize;
-                let size = (u32_at(r.fixed, 16) as usize).min(out.len());
+                let a: proto::ReadIn = arg(r.fixed);
+                let (offset, size) = (a.offset as usize, (a.size as usize).min(out.len()));
                 let entries: [(u64, u32, &[u8]); 3] =
                     [(ROOT, 4, b"."), (ROOT, 4, b".."), (FILE_INO, 8, FILE_NAME)];
                 let mut n = 0;
                 for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset) {
-                    let len = (24 + name.len()).next_multiple_of(8);
+                    let head = size_of::<proto::Dirent>();
+                    let len = (head + name.len()).next_multiple_of(8);
                     if n + len > size {
                         break;
                     }
                     out[n..n + len].fill(0);
-                    put64(out, n, *ino);
-                    put64(out, n + 8, (i + 1) as u64);
-                    put32(out, n + 16, name.len() as u32);
-                    put32(out, n + 20, *kind);
-                    out[n + 24..n + 24 + name.len()].copy_from_slice(name);
+                    let d = proto::Dirent {
+                        ino: *ino,
+                        off: (i + 1) as u64,
+                        namelen: name.len() as u32,
+                        typ: *kind,
+                    };
+                    put(out, n, &d);
+                    out[n + head..n + head + name.len()].copy_from_slice(name);
                     n += len;
                 }
                 Ok(n)
@@ -355,14 +328,12 @@ fn read_req(fd: RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 fn write_reply(fd: RawFd, unique: u64, res: Result<&[u8], i32>) {
-    let mut h = [0u8; OUT_HEADER];
     let (err, body): (i32, &[u8]) = match res {
         Ok(b) => (0, b),
         Err(e) => (-e, &[]),
     };
-    put32(&mut h, 0, (OUT_HEADER + body.len()) as u32);
-    put32(&mut h, 4, err as u32);
-    put64(&mut h, 8, unique);
+    let header = proto::out_header(unique, err, body.len());
+    let h = proto::bytes(&header);
     let iov = [
         libc::iovec {
             iov_base: h.as_ptr() as *mut _,
@@ -392,49 +363,54 @@ fn unmount_self() {
 fn init(fd: RawFd, uring: bool) -> bool {
     let mut buf = vec![0u8; PAYLOAD + 4096];
     let n = read_req(fd, &mut buf).unwrap_or_else(|e| die(format!("reading INIT: {e}")));
-    if n < IN_HEADER + 16 || u32_at(&buf, 4) != INIT {
+    let h: Option<proto::InHeader> = proto::read(&buf[..n]);
+    let Some(h) = h.filter(|h| h.opcode == INIT && n >= IN_HEADER + 16) else {
         die("the first request was not INIT".into());
-    }
-    let unique = u64_at(&buf, 8);
-    let a = &buf[IN_HEADER..n];
-    let (major, minor, readahead, flags) =
-        (u32_at(a, 0), u32_at(a, 4), u32_at(a, 8), u32_at(a, 12));
-    let flags2 = if a.len() >= 20 && flags & FUSE_INIT_EXT != 0 {
-        u32_at(a, 16)
+    };
+    // An older kernel's fuse_init_in is shorter: what it did not send is 0.
+    let mut a = [0u8; size_of::<proto::InitIn>()];
+    let got = (n - IN_HEADER).min(a.len());
+    a[..got].copy_from_slice(&buf[IN_HEADER..IN_HEADER + got]);
+    let a: proto::InitIn = arg(&a);
+    let flags2 = if a.flags & flag::INIT_EXT != 0 {
+        a.flags2
     } else {
         0
     };
-    if major != 7 || minor < 31 {
+    if a.major != 7 || a.minor < 31 {
         die(format!(
-            "kernel FUSE ABI {major}.{minor}: 7.31 or newer needed"
+            "kernel FUSE ABI {}.{}: 7.31 or newer needed",
+            a.major, a.minor
         ));
     }
-    let offered_ring = flags2 & FUSE_OVER_IO_URING_2 != 0;
+    let offered_ring = flags2 & flag::OVER_IO_URING_2 != 0;
     if uring && !offered_ring {
-        let mut out = [0u8; 64];
-        put32(&mut out, 0, 7);
-        put32(&mut out, 4, 40);
-        write_reply(fd, unique, Ok(&out));
+        let refuse = proto::InitOut {
+            major: 7,
+            minor: 40,
+            ..proto::InitOut::default()
+        };
+        write_reply(fd, h.unique, Ok(proto::bytes(&refuse)));
         unmount_self();
         die("the kernel does not offer FUSE_OVER_IO_URING: set \
              /sys/module/fuse/parameters/enable_uring to Y before mounting (kernel 6.14+)"
             .into());
     }
-    let want = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_MAX_PAGES | FUSE_INIT_EXT;
-    let mut out = [0u8; 64];
-    put32(&mut out, 0, 7);
-    put32(&mut out, 4, 40);
-    put32(&mut out, 8, readahead);
-    put32(&mut out, 12, want & flags);
-    out[16..18].copy_from_slice(&16u16.to_le_bytes());
-    out[18..20].copy_from_slice(&12u16.to_le_bytes());
-    put32(&mut out, 20, MAX_WRITE);
-    put32(&mut out, 24, 1);
-    out[28..30].copy_from_slice(&MAX_PAGES.to_le_bytes());
-    if uring {
-        put32(&mut out, 32, FUSE_OVER_IO_URING_2);
-    }
-    write_reply(fd, unique, Ok(&out));
+    let want = flag::ASYNC_READ | flag::BIG_WRITES | flag::MAX_PAGES | flag::INIT_EXT;
+    let out = proto::InitOut {
+        major: 7,
+        minor: 40,
+        max_readahead: a.max_readahead,
+        flags: want & a.flags,
+        max_background: 16,
+        congestion_threshold: 12,
+        max_write: MAX_WRITE,
+        time_gran: 1,
+        max_pages: MAX_PAGES,
+        flags2: if uring { flag::OVER_IO_URING_2 } else { 0 },
+        ..proto::InitOut::default()
+    };
+    write_reply(fd, h.unique, Ok(proto::bytes(&out)));
     uring
 }
 
@@ -445,46 +421,28 @@ fn dev_loop(fd: RawFd, floor: &Floor, answer: bool) {
     let mut buf = vec![0u8; PAYLOAD + 4096];
     let mut out = vec![0u8; PAYLOAD];
     while let Ok(n) = read_req(fd, &mut buf) {
-        if n < IN_HEADER {
+        let Some(h) = proto::read::<proto::InHeader>(&buf[..n]) else {
             continue;
-        }
-        let op = u32_at(&buf, 4);
+        };
+        let op = h.opcode;
         if matches!(op, FORGET | BATCH_FORGET | INTERRUPT) || !answer {
             continue;
         }
-        let unique = u64_at(&buf, 8);
         if op == DESTROY {
-            write_reply(fd, unique, Ok(&[]));
+            write_reply(fd, h.unique, Ok(&[]));
             continue;
         }
         let body = &buf[IN_HEADER..n];
-        let fixed = fixed_len(op, body.len());
+        let fixed = fixed_len(op).min(body.len());
         let r = Req {
             opcode: op,
-            nodeid: u64_at(&buf, 16),
+            nodeid: h.nodeid,
             fixed: &body[..fixed],
             rest: &body[fixed..],
         };
         let res = floor.serve(&r, &mut out);
-        write_reply(fd, unique, res.map(|k| &out[..k]));
+        write_reply(fd, h.unique, res.map(|k| &out[..k]));
     }
-}
-
-/// The size of the operation's fixed part on /dev/fuse (ABI 7.40): on the
-/// ring it arrives separately.
-fn fixed_len(op: u32, have: usize) -> usize {
-    let n = match op {
-        GETATTR => 16,
-        SETATTR => 88,
-        CREATE => 16,
-        WRITE => 40,
-        OPEN | OPENDIR => 8,
-        READ | READDIR => 40,
-        RELEASE | RELEASEDIR | FLUSH => 24,
-        FSYNC => 16,
-        _ => 0,
-    };
-    n.min(have)
 }
 
 /// One ring entry: the header buffer, the payload buffer and the iovecs
@@ -493,27 +451,6 @@ struct Ent {
     header: Box<[u8]>,
     payload: Box<[u8]>,
     iov: Box<[libc::iovec; 2]>,
-}
-
-fn uring_cmd(fd: RawFd, op: u32, qid: u16, commit_id: u64, iov: Option<u64>) -> squeue::Entry128 {
-    let mut cmd = [0u8; 80];
-    put64(&mut cmd, 8, commit_id);
-    cmd[16..18].copy_from_slice(&qid.to_le_bytes());
-    let e = opcode::UringCmd80::new(types::Fd(fd), op)
-        .cmd(cmd)
-        .addr(iov)
-        .build();
-    if iov.is_none() {
-        return e;
-    }
-    // The kernel wants sqe->len = 2 (header and payload iovecs); io-uring
-    // 0.7 has no setter for it on this opcode. Entry128 is repr(C), 128
-    // bytes, and `len` is the u32 at offset 24 of `struct io_uring_sqe`.
-    // SAFETY: same size, plain bytes both ways.
-    let mut raw: [u8; 128] = unsafe { std::mem::transmute(e) };
-    put32(&mut raw, 24, 2);
-    // SAFETY: as above.
-    unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(raw) }
 }
 
 fn pin(cpu: usize) {
@@ -567,8 +504,8 @@ fn queue_loop(
         })
         .collect();
     for (i, e) in ents.iter().enumerate() {
-        let sqe =
-            uring_cmd(fd, CMD_REGISTER, qid, 0, Some(e.iov.as_ptr() as u64)).user_data(i as u64);
+        let sqe = uring::command(fd, CMD_REGISTER, qid, 0, Some(e.iov.as_ptr() as u64))
+            .user_data(i as u64);
         // SAFETY: the iovecs and buffers live as long as the ring (ents
         // is dropped after it returns).
         if unsafe { ring.submission().push(&sqe) }.is_err() {
@@ -604,17 +541,14 @@ fn queue_loop(
                 return;
             }
             let e = &mut ents[i];
-            let (h, rest) = e.header.split_at_mut(OP_IN);
-            let (op_in, ent) = rest.split_at_mut(ENT_IN_OUT - OP_IN);
-            let opcode = u32_at(h, 4);
-            let unique = u64_at(h, 8);
-            let nodeid = u64_at(h, 16);
-            let commit_id = u64_at(ent, 8);
-            let payload_sz = (u32_at(ent, 16) as usize).min(PAYLOAD);
-            let fixed_n = fixed_len(opcode, OP_IN);
+            let h: proto::InHeader = arg(&e.header[..OP_IN]);
+            let ent: proto::UringEntInOut = arg(&e.header[ENT_IN_OUT..]);
+            let op_in = &e.header[OP_IN..ENT_IN_OUT];
+            let payload_sz = (ent.payload_sz as usize).min(PAYLOAD);
+            let fixed_n = fixed_len(h.opcode).min(OP_IN);
             let r = Req {
-                opcode,
-                nodeid,
+                opcode: h.opcode,
+                nodeid: h.nodeid,
                 fixed: &op_in[..fixed_n],
                 rest: &e.payload[..payload_sz],
             };
@@ -623,12 +557,15 @@ fn queue_loop(
                 Err(errno) => (-errno, 0),
             };
             e.payload[..n].copy_from_slice(&scratch[..n]);
-            h[..OUT_HEADER].fill(0);
-            put32(h, 0, (OUT_HEADER + n) as u32);
-            put32(h, 4, err as u32);
-            put64(h, 8, unique);
-            put32(ent, 16, n as u32);
-            let sqe = uring_cmd(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None).user_data(ud);
+            e.header[..OP_IN].fill(0);
+            put(&mut e.header, 0, &proto::out_header(h.unique, err, n));
+            let reply = proto::UringEntInOut {
+                payload_sz: n as u32,
+                ..proto::UringEntInOut::default()
+            };
+            put(&mut e.header, ENT_IN_OUT, &reply);
+            let sqe =
+                uring::command(fd, CMD_COMMIT_AND_FETCH, qid, ent.commit_id, None).user_data(ud);
             // SAFETY: as at registration.
             if unsafe { ring.submission().push(&sqe) }.is_err() {
                 return;
@@ -662,21 +599,6 @@ fn queue_loop(
             done.push((c.user_data(), c.result()));
         }
     }
-}
-
-fn possible_cpus() -> usize {
-    // "0-1" or "0-3,5": the kernel makes one queue per possible CPU.
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
-    s.trim()
-        .split(',')
-        .filter_map(|part| {
-            let mut it = part.split('-');
-            let lo: usize = it.next()?.parse().ok()?;
-            let hi: usize = it.next().map_or(Some(lo), |h| h.parse().ok())?;
-            Some(hi + 1)
-        })
-        .max()
-        .unwrap_or(1)
 }
 
 fn clone_fd(fd: RawFd) -> OwnedFd {
@@ -735,7 +657,7 @@ fn main() -> std::process::ExitCode {
         return std::process::ExitCode::SUCCESS;
     }
     let (tx, rx) = std::sync::mpsc::channel();
-    let queues = possible_cpus();
+    let queues = uring::possible_cpus();
     let mut threads = Vec::new();
     for q in 0..queues {
         let f = floor.clone();

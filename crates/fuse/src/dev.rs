@@ -30,27 +30,15 @@
 //! Bound: two buffers per thread, a request (`MAX_IO` of data and a page
 //! for the headers) and a reply (`MAX_IO` and the out header).
 
+use crate::proto::{self, fixed_len, op};
 use crate::stats::Stats;
-use crate::wire::{
-    fixed_len, in_header, outcome, put_out_header, serve, u32_at, u64_at, In, MAX_IO, OUT_HEADER,
-};
+use crate::wire::{outcome, put_out_header, serve, who, In, IN_HEADER, MAX_IO, OUT_HEADER};
 use crate::Core;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-/// Opcodes only /dev/fuse carries, or that take no answer
-/// (include/uapi/linux/fuse.h).
-const FORGET: u32 = 2;
-const INIT: u32 = 26;
-const INTERRUPT: u32 = 36;
-const DESTROY: u32 = 38;
-const NOTIFY_REPLY: u32 = 41;
-const BATCH_FORGET: u32 = 42;
-
-/// `struct fuse_in_header`.
-const IN_HEADER: usize = 40;
 /// A request buffer: the largest write's data (INIT's `max_write` is
 /// `MAX_IO`) and a page for the headers before it. The kernel refuses to
 /// hand a request to a smaller read.
@@ -176,42 +164,49 @@ enum Read {
 /// after the answer). Err only for a request the kernel cannot have sent
 /// (its header disagrees with what was read).
 fn answer(core: &Core, r: &[u8], out: &mut [u8], send: &mut dyn FnMut(&[u8])) -> io::Result<Read> {
-    if r.len() < IN_HEADER || u32_at(r, 0) as usize != r.len() {
+    let header = proto::read::<proto::InHeader>(r).filter(|h| h.len as usize == r.len());
+    let Some(h) = header else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!("a request of {} bytes does not match its header", r.len()),
         ));
-    }
-    let (opcode, unique, nodeid, who) = in_header(r);
+    };
+    let (opcode, unique, nodeid, who) = (h.opcode, h.unique, h.nodeid, who(&h));
     let body = &r[IN_HEADER..];
     let mut reply = |out: &mut [u8], err: i32, n: usize| {
         put_out_header(out, unique, err, n);
         send(&out[..OUT_HEADER + n]);
     };
     match opcode {
-        FORGET => {
-            if let Some(b) = body.get(..8) {
+        op::FORGET => {
+            if let Some(f) = proto::read::<proto::ForgetIn>(body) {
                 Stats::inc(&core.stats.op_forget);
-                core.do_forget(nodeid, u64_at(b, 0));
+                core.do_forget(nodeid, f.nlookup);
             }
         }
-        BATCH_FORGET => {
-            // `fuse_batch_forget_in` (count, dummy), then `count` of
-            // `fuse_forget_one` (node id, lookups).
-            let count = body.get(..4).map_or(0, |b| u32_at(b, 0) as usize);
-            let items = body.get(8..).unwrap_or_default();
-            for one in items.chunks_exact(16).take(count) {
+        op::BATCH_FORGET => {
+            // `fuse_batch_forget_in`, then `count` of `fuse_forget_one`.
+            let count = proto::read::<proto::BatchForgetIn>(body).map_or(0, |b| b.count as usize);
+            let items = body
+                .get(size_of::<proto::BatchForgetIn>()..)
+                .unwrap_or_default();
+            let one = size_of::<proto::ForgetOne>();
+            for f in items
+                .chunks_exact(one)
+                .take(count)
+                .filter_map(proto::read::<proto::ForgetOne>)
+            {
                 Stats::inc(&core.stats.op_forget);
-                core.do_forget(u64_at(one, 0), u64_at(one, 8));
+                core.do_forget(f.nodeid, f.nlookup);
             }
         }
-        NOTIFY_REPLY => {}
+        op::NOTIFY_REPLY => {}
         // Interrupts are not acted on; ENOSYS as fuser answered (the
         // kernel looks the answer up on this descriptor's queue, where the
         // interrupted request mostly is not, and then ignores it).
-        INTERRUPT => reply(out, -libc::ENOSYS, 0),
-        INIT => reply(out, -libc::EIO, 0),
-        DESTROY => {
+        op::INTERRUPT => reply(out, -libc::ENOSYS, 0),
+        op::INIT => reply(out, -libc::EIO, 0),
+        op::DESTROY => {
             reply(out, 0, 0);
             return Ok(Read::Stop);
         }
@@ -249,7 +244,8 @@ mod tests {
     //! part, names), answered by an engine on a memory store; what `send`
     //! is given is what would be written back.
     use super::*;
-    use crate::wire::{put32, put64, tests::core, LOOKUP, TMPFILE};
+    use crate::proto::op::{BATCH_FORGET, DESTROY, FORGET, INTERRUPT, LOOKUP, TMPFILE};
+    use crate::wire::tests::{core, put32, put64, u32_at, u64_at};
     use std::sync::atomic::Ordering::Relaxed;
 
     /// `fuse_in_header` for `opcode` on `nodeid`, unique 77, pid 9, then

@@ -14,6 +14,7 @@ pub mod latency;
 pub mod negative;
 mod ops;
 mod policy;
+pub mod proto;
 mod prune;
 mod ring;
 pub mod stats;

@@ -678,13 +678,18 @@ impl KernelNegatives {
 /// kernel's answer: `fuse_notify_inval_entry_out` (parent, name length,
 /// flags 0), then the name and a NUL.
 fn inval_entry_raw(fd: &OwnedFd, parent: u64, name: &[u8]) -> std::io::Result<()> {
-    let mut body = Vec::with_capacity(16 + name.len() + 1);
-    body.extend_from_slice(&parent.to_ne_bytes());
-    body.extend_from_slice(&(name.len() as u32).to_ne_bytes());
-    body.extend_from_slice(&0u32.to_ne_bytes());
+    use crate::proto;
+    use zerocopy::IntoBytes;
+    let head = proto::NotifyInvalEntryOut {
+        parent,
+        namelen: name.len() as u32,
+        flags: 0,
+    };
+    let mut body = Vec::with_capacity(size_of_val(&head) + name.len() + 1);
+    body.extend_from_slice(head.as_bytes());
     body.extend_from_slice(name);
     body.push(0);
-    crate::wire::notify(fd, crate::wire::NOTIFY_INVAL_ENTRY, &body)
+    crate::wire::notify(fd, proto::notify::INVAL_ENTRY, &body)
 }
 
 /// Before a whole directory is dropped: the kernel's `d_invalidate` detaches

@@ -192,14 +192,16 @@ fn compact(g: &mut Inner) {
 /// FUSE_NOTIFY_PRUNE for `inos` (`wire::notify`): `fuse_notify_prune_out`
 /// (count, padding, spare), then the node ids.
 fn prune_raw(fd: &OwnedFd, inos: &[u64]) -> std::io::Result<()> {
-    let mut body = Vec::with_capacity(16 + 8 * inos.len());
-    body.extend_from_slice(&(inos.len() as u32).to_ne_bytes());
-    body.extend_from_slice(&0u32.to_ne_bytes());
-    body.extend_from_slice(&0u64.to_ne_bytes());
-    for i in inos {
-        body.extend_from_slice(&i.to_ne_bytes());
-    }
-    crate::wire::notify(fd, crate::wire::NOTIFY_PRUNE, &body)
+    use crate::proto;
+    use zerocopy::IntoBytes;
+    let head = proto::NotifyPruneOut {
+        count: inos.len() as u32,
+        ..proto::NotifyPruneOut::default()
+    };
+    let mut body = Vec::with_capacity(size_of_val(&head) + 8 * inos.len());
+    body.extend_from_slice(head.as_bytes());
+    body.extend_from_slice(inos.as_bytes());
+    crate::wire::notify(fd, proto::notify::PRUNE, &body)
 }
 
 #[cfg(test)]

@@ -22,24 +22,16 @@
 //! goes back to /dev/fuse (`fc->io_uring = 0`), which the readers serve.
 
 use crate::policy::Backoff;
+use crate::proto::uring::{self, CMD_COMMIT_AND_FETCH, CMD_REGISTER, ENT_IN_OUT, HEADER, OP_IN};
+use crate::proto::{self, fixed_len, op};
 use crate::stats::Stats;
-use crate::wire::{
-    fixed_len, in_header, outcome, put32, put64, put_out_header, serve, serve_wait, u32_at, u64_at,
-    In, FSYNC, FSYNCDIR, MAX_IO,
-};
+use crate::wire::{outcome, put_out_header, serve, serve_wait, who, In, MAX_IO};
 use crate::Core;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// `struct fuse_uring_req_header`: in/out header (128 bytes), the
-/// operation's fixed part (128), `struct fuse_uring_ent_in_out` (32).
-const HEADER: usize = 288;
-const OP_IN: usize = 128;
-const ENT: usize = 256;
-const CMD_REGISTER: u32 = 1;
-const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// Entries per queue: requests one CPU's callers can have in flight before
 /// the kernel holds the next in its queue.
 pub(crate) const DEPTH: usize = 4;
@@ -60,47 +52,10 @@ struct Ent {
 // moves to its queue thread with them and only that thread touches them.
 unsafe impl Send for Ent {}
 
-fn uring_cmd(fd: i32, op: u32, qid: u16, commit_id: u64, iov: Option<u64>) -> squeue::Entry128 {
-    let mut cmd = [0u8; 80];
-    put64(&mut cmd, 8, commit_id);
-    cmd[16..18].copy_from_slice(&qid.to_le_bytes());
-    let e = opcode::UringCmd80::new(types::Fd(fd), op)
-        .cmd(cmd)
-        .addr(iov)
-        .build();
-    if iov.is_none() {
-        return e;
-    }
-    // Registration wants sqe->len = 2 (header and payload iovecs), which
-    // io-uring 0.7 has no setter for on this opcode. Entry128 is repr(C)
-    // and 128 bytes; `len` is the u32 at offset 24 of `struct
-    // io_uring_sqe`.
-    // SAFETY: same size, plain bytes both ways.
-    let mut raw: [u8; 128] = unsafe { std::mem::transmute(e) };
-    put32(&mut raw, 24, 2);
-    // SAFETY: as above.
-    unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(raw) }
-}
-
 /// Whether the kernel offers FUSE over io_uring to new connections.
 pub(crate) fn kernel_enabled() -> bool {
     std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
         .is_ok_and(|v| v.trim() == "Y")
-}
-
-/// The kernel makes one queue per possible CPU.
-pub(crate) fn possible_cpus() -> usize {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
-    s.trim()
-        .split(',')
-        .filter_map(|part| {
-            let mut it = part.split('-');
-            let lo: usize = it.next()?.parse().ok()?;
-            let hi: usize = it.next().map_or(Some(lo), |h| h.parse().ok())?;
-            Some(hi + 1)
-        })
-        .max()
-        .unwrap_or(1)
 }
 
 /// The queue threads: how many are still running.
@@ -132,7 +87,7 @@ pub(crate) struct Prepared {
 
 /// Makes one ring and its entries per possible CPU.
 pub(crate) fn prepare() -> std::io::Result<Prepared> {
-    let queues = (0..possible_cpus())
+    let queues = (0..uring::possible_cpus())
         .map(|_| {
             let ring = IoUring::builder().build((2 * DEPTH) as u32)?;
             let ents = (0..DEPTH)
@@ -201,7 +156,11 @@ pub(crate) fn start(
 /// into an entry's header buffer.
 fn reply_header(h: &mut [u8], unique: u64, err: i32, n: usize) {
     put_out_header(h, unique, err, n);
-    put32(&mut h[ENT..], 16, n as u32);
+    let ent = proto::UringEntInOut {
+        payload_sz: n as u32,
+        ..proto::UringEntInOut::default()
+    };
+    proto::put(h, ENT_IN_OUT, &ent).expect("an entry's header buffer holds fuse_uring_ent_in_out");
 }
 
 /// The user data of the eventfd read armed on every ring.
@@ -212,7 +171,7 @@ const WAKE: u64 = u64::MAX;
 /// behind them on the same CPU go on being served; over /dev/fuse the
 /// worker gate wakes a spare reader for the same reason.
 fn waits(opcode: u32) -> bool {
-    matches!(opcode, FSYNC | FSYNCDIR)
+    matches!(opcode, op::FSYNC | op::FSYNCDIR)
 }
 
 /// A waiting request for the waiter: its entry, opcode, node id, unique
@@ -317,13 +276,14 @@ fn serve_queue(
     arm(&mut ring, wake_buf)?;
     // Hands entry `i`'s reply back and fetches its next request.
     let commit = |ring: &mut Ring, i: usize, commit_id: u64| {
-        let sqe = uring_cmd(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None).user_data(i as u64);
+        let sqe =
+            uring::command(fd, CMD_COMMIT_AND_FETCH, qid, commit_id, None).user_data(i as u64);
         // SAFETY: as at registration.
         unsafe { ring.submission().push(&sqe) }.map_err(|_| std::io::Error::other("ring full"))
     };
     let register = |ring: &mut Ring, i: usize, e: &Ent| {
-        let sqe =
-            uring_cmd(fd, CMD_REGISTER, qid, 0, Some(e.iov.as_ptr() as u64)).user_data(i as u64);
+        let sqe = uring::command(fd, CMD_REGISTER, qid, 0, Some(e.iov.as_ptr() as u64))
+            .user_data(i as u64);
         // SAFETY: the iovecs and buffers outlive the ring (`ents` is
         // declared after it and dropped first only when the ring is done).
         unsafe { ring.submission().push(&sqe) }.map_err(|_| std::io::Error::other("ring full"))
@@ -405,15 +365,23 @@ fn serve_queue(
                 }
                 return Err(std::io::Error::from_raw_os_error(-res));
             }
-            let (h, rest) = e.header.split_at_mut(OP_IN);
-            let (op_in, ent) = rest.split_at_mut(ENT - OP_IN);
-            let commit_id = u64_at(ent, 8);
-            let payload_sz = (u32_at(ent, 16) as usize).min(PAYLOAD);
-            let (opcode, unique, nodeid, who) = in_header(h);
+            let (h, rest) = e.header.split_at(OP_IN);
+            let (op_in, ent) = rest.split_at(ENT_IN_OUT - OP_IN);
+            let (Some(ent), Some(h)) = (
+                proto::read::<proto::UringEntInOut>(ent),
+                proto::read::<proto::InHeader>(h),
+            ) else {
+                return Err(std::io::Error::other(
+                    "an entry's header buffer is too short",
+                ));
+            };
+            let commit_id = ent.commit_id;
+            let payload_sz = (ent.payload_sz as usize).min(PAYLOAD);
+            let (opcode, unique, nodeid) = (h.opcode, h.unique, h.nodeid);
             let r = In {
                 opcode,
                 nodeid,
-                who,
+                who: who(&h),
                 fixed: &op_in[..fixed_len(opcode).min(OP_IN)],
                 rest: &e.payload[..payload_sz],
             };
