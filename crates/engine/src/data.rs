@@ -13,8 +13,9 @@
 use crate::dirty::Item;
 use crate::error::{EngineError, Result};
 use crate::format::{self, Xattrs, BLOCK_SIZE, INLINE_MAX, MAX_FILE_SIZE};
-use crate::fs::{Engine, FileCtx};
+use crate::fs::Engine;
 use crate::perm;
+use crate::state::FileCtx;
 use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::{falloc, BlockNo, FileKind, Ino, Timespec};

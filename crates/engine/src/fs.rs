@@ -23,223 +23,24 @@
 //! the slot (`InFlightStore::base`). Nothing calls into the store's sync
 //! while holding `state`.
 
-use crate::dcache::{Child, DCache, Known};
-use crate::dirty::{DirtyList, Item};
+pub use crate::config::EngineConfig;
+use crate::dcache::{Child, Known};
 use crate::error::{EngineError, Result};
-use crate::format::{self, InodeRecord, Superblock, NAME_MAX};
-use crate::icache::{ICache, Inode};
+use crate::format::{self, InodeRecord, NAME_MAX};
+use crate::icache::Inode;
 use crate::inflight::SharedWaitHook;
 use crate::perm;
+use crate::state::{check_name, FileCtx, NewInode, State};
+pub use crate::state::{LINK_MAX, PARTS};
 use crate::stats::Stats;
 use crate::store::KvStore;
 use crate::types::*;
-use crate::unlinked::Unlinked;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{
     Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
 };
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// Largest link count of a file or directory.
-pub const LINK_MAX: u32 = 65_000;
-
-/// Tunables, with the defaults `churnfs mount --help` lists.
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    pub commit_interval_ms: u64,
-    pub inodes_max: usize,
-    pub dentries_max: usize,
-    pub negative_entries_max: usize,
-    pub dirty_bytes_max: u64,
-    /// Dirty items (inodes, names, blocks, xattrs) before the next operation
-    /// commits them without waiting for the interval.
-    pub dirty_items_max: usize,
-    /// Keys per store batch when the data of unlinked files is deleted in
-    /// the background (large files, and a crash's orphans).
-    pub free_batch_keys: usize,
-    /// A shrink by more stored blocks than this leaves them to the
-    /// background (orphan.rs); tests lower it to exercise that path.
-    pub truncate_inline_blocks: u64,
-    /// Directory whose filesystem statfs reports (the store's).
-    pub statfs_path: Option<PathBuf>,
-}
-
-impl Default for EngineConfig {
-    fn default() -> EngineConfig {
-        EngineConfig {
-            commit_interval_ms: 5_000,
-            inodes_max: 100_000,
-            dentries_max: 200_000,
-            negative_entries_max: 10_000,
-            dirty_bytes_max: 256 << 20,
-            dirty_items_max: 10_000,
-            free_batch_keys: 1024,
-            truncate_inline_blocks: crate::orphan::TRUNCATE_INLINE_BLOCKS,
-            statfs_path: None,
-        }
-    }
-}
-
-/// What a new inode is made of.
-pub(crate) struct NewInode<'a> {
-    pub kind: FileKind,
-    pub mode: u32,
-    pub rdev: u32,
-    pub target: Option<&'a [u8]>,
-}
-
-/// Parts the inodes are spread over (a power of two).
-pub const PARTS: usize = 16;
-
-/// The part inode `ino` belongs to (Fibonacci hashing: consecutive inode
-/// numbers land in different parts).
-pub(crate) fn part_of(ino: Ino) -> usize {
-    (ino.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - PARTS.trailing_zeros())) as usize
-}
-
-/// The inodes whose numbers hash here, their dirty items, and their pending
-/// truncate ranges. (Names are dirty on the name cache's pending table.)
-pub struct Part {
-    pub(crate) icache: ICache,
-    pub(crate) dirty: DirtyList,
-    /// Block ranges large shrinking truncates left to the reclaim thread.
-    pub(crate) truncates: crate::orphan::PendingTruncates,
-}
-
-impl Part {
-    /// Part `index` of `PARTS`: its share of the inode bound (the shares
-    /// add up to `inodes_max`) and of the pending truncates.
-    pub(crate) fn new(index: usize, inodes_max: usize, stats: &Arc<Stats>) -> Part {
-        let share = inodes_max / PARTS + usize::from(index < inodes_max % PARTS);
-        Part {
-            icache: ICache::new(share, stats.clone()),
-            dirty: DirtyList::default(),
-            truncates: crate::orphan::PendingTruncates::new(
-                crate::orphan::TRUNCATES_PENDING_MAX / PARTS,
-            ),
-        }
-    }
-}
-
-/// A part reached through the exclusive state lock.
-pub(crate) fn part_mut(parts: &mut [Mutex<Part>], ino: Ino) -> &mut Part {
-    parts[part_of(ino)]
-        .get_mut()
-        .unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Everything guarded by the state lock.
-pub struct State {
-    pub(crate) parts: Box<[Mutex<Part>]>,
-    pub(crate) dcache: DCache,
-    pub(crate) unlinked: Unlinked,
-    pub(crate) next_ino: u64,
-    pub(crate) stored_next_ino: u64,
-    pub(crate) sb: Superblock,
-    /// Number of the last drained commit.
-    pub(crate) drained: u64,
-    pub(crate) store: Arc<crate::inflight::InFlightStore>,
-    pub(crate) stats: Arc<Stats>,
-    pub(crate) dirty_bytes_max: u64,
-    pub(crate) truncate_inline_blocks: u64,
-    /// Freed large files whose data the reclaim thread deletes.
-    pub(crate) free_queue: Arc<crate::unlinked::FreeQueue>,
-}
-
-/// One part of the state as an operation on one of its inodes sees it
-/// (data.rs works on this): under the part's own lock, with the state lock
-/// shared (`Engine::file`).
-pub(crate) struct FileCtx<'a> {
-    pub icache: &'a mut ICache,
-    pub dirty: &'a mut DirtyList,
-    pub truncates: &'a mut crate::orphan::PendingTruncates,
-    pub store: &'a Arc<crate::inflight::InFlightStore>,
-    pub stats: &'a Arc<Stats>,
-    pub dirty_bytes_max: u64,
-    pub truncate_inline_blocks: u64,
-}
-
-impl<'a> FileCtx<'a> {
-    fn new(part: &'a mut Part, s: &'a State) -> FileCtx<'a> {
-        FileCtx {
-            icache: &mut part.icache,
-            dirty: &mut part.dirty,
-            truncates: &mut part.truncates,
-            store: &s.store,
-            stats: &s.stats,
-            dirty_bytes_max: s.dirty_bytes_max,
-            truncate_inline_blocks: s.truncate_inline_blocks,
-        }
-    }
-
-    /// The inode, loading it from the store on a miss. Freed inodes are gone.
-    pub(crate) fn inode(&mut self, ino: Ino) -> Result<&mut Inode> {
-        load_inode(self.icache, &**self.store, self.stats, ino)
-    }
-
-    /// Puts an inode on the dirty list (pinning it).
-    pub(crate) fn dirty_inode(&mut self, ino: Ino) {
-        mark_dirty(self.icache, self.dirty, self.stats, ino);
-    }
-
-    /// Whether dirty data, counted over every part, is over its bound.
-    pub(crate) fn over_dirty_bytes(&self) -> bool {
-        over_dirty_bytes(self.stats, self.dirty_bytes_max)
-    }
-}
-
-fn over_dirty_bytes(stats: &Stats, max: u64) -> bool {
-    stats.dirty_blocks.load(Ordering::Relaxed) * format::BLOCK_SIZE > max
-}
-
-fn load_inode<'a>(
-    icache: &'a mut ICache,
-    store: &dyn KvStore,
-    stats: &Stats,
-    ino: Ino,
-) -> Result<&'a mut Inode> {
-    if icache.peek(ino).is_none() {
-        Stats::inc(&stats.icache_misses);
-        Stats::inc(&stats.store_gets);
-        let Some(bytes) = store.get(&format::inode_key(ino))? else {
-            return Err(EngineError::NotFound);
-        };
-        let mut rec = InodeRecord::decode(ino, &bytes)?;
-        let mut inode_blocks = std::collections::BTreeMap::new();
-        if rec.kind == FileKind::Regular {
-            if let Some(data) = rec.extra.take() {
-                if !data.is_empty() {
-                    inode_blocks.insert(0, data);
-                }
-            }
-        }
-        let mut inode = Inode::new(rec, true);
-        inode.blocks = inode_blocks;
-        inode.unlinked_on_store = inode.rec.nlink == 0;
-        // No eviction here: an operation may hold changes to inodes it
-        // loaded earlier that are not dirty yet. Eviction runs between
-        // operations instead (`Engine::lock_state`, `Engine::file`).
-        icache.insert(ino, inode);
-    }
-    match icache.get(ino, stats) {
-        Some(i) if !i.freed => Ok(i),
-        _ => Err(EngineError::NotFound),
-    }
-}
-
-fn mark_dirty(icache: &mut ICache, dirty: &mut DirtyList, stats: &Stats, ino: Ino) {
-    if let Some(i) = icache.peek_mut(ino) {
-        if !i.dirty {
-            i.dirty = true;
-            icache.repin(ino);
-        }
-        dirty.add(Item::Inode(ino), stats);
-    } else {
-        panic!("dirtying {ino} that is not in the icache");
-    }
-}
 
 /// The state lock held exclusively. When it is dropped (the operation is
 /// over, everything it changed is dirty, so pinned) every part evicts its
@@ -347,284 +148,6 @@ pub struct Engine {
     pub(crate) drains: AtomicU64,
 }
 
-pub(crate) fn check_name(name: &[u8]) -> Result<()> {
-    if name.len() > NAME_MAX {
-        return Err(EngineError::NameTooLong);
-    }
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(EngineError::Invalid("bad name"));
-    }
-    if name == b"." || name == b".." {
-        return Err(EngineError::Invalid("name is . or .."));
-    }
-    Ok(())
-}
-
-impl State {
-    // ---- parts -----------------------------------------------------------
-
-    /// The part `ino` belongs to (exclusive state lock: no part lock taken).
-    pub(crate) fn part(&mut self, ino: Ino) -> &mut Part {
-        part_mut(&mut self.parts, ino)
-    }
-
-    /// Every part, exclusively.
-    pub(crate) fn parts_mut(&mut self) -> impl Iterator<Item = &mut Part> {
-        self.parts
-            .iter_mut()
-            .map(|p| p.get_mut().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Evicts idle inodes of every part down to its share of the bound.
-    pub(crate) fn shrink_all(&mut self) {
-        let stats = self.stats.clone();
-        for p in self.parts_mut() {
-            p.icache.shrink(&stats);
-        }
-    }
-
-    // ---- inodes ----------------------------------------------------------
-
-    /// The inode, loading it from the store on a miss. Freed inodes are gone.
-    pub(crate) fn inode(&mut self, ino: Ino) -> Result<&mut Inode> {
-        let part = part_mut(&mut self.parts, ino);
-        load_inode(&mut part.icache, &*self.store, &self.stats, ino)
-    }
-
-    pub(crate) fn dir(&mut self, ino: Ino) -> Result<&mut Inode> {
-        let i = self.inode(ino)?;
-        if i.rec.kind != FileKind::Directory {
-            return Err(EngineError::NotDir);
-        }
-        if i.rec.nlink == 0 {
-            return Err(EngineError::NotFound);
-        }
-        Ok(i)
-    }
-
-    /// Puts an inode on the dirty list (pinning it).
-    pub(crate) fn dirty_inode(&mut self, ino: Ino) {
-        let part = part_mut(&mut self.parts, ino);
-        mark_dirty(&mut part.icache, &mut part.dirty, &self.stats, ino);
-    }
-
-    pub(crate) fn touch_dir(&mut self, dir: Ino, now: Timespec) -> Result<()> {
-        let d = self.inode(dir)?;
-        d.rec.mtime = now;
-        d.rec.ctime = now;
-        self.dirty_inode(dir);
-        Ok(())
-    }
-
-    pub(crate) fn alloc_ino(&mut self) -> Ino {
-        let ino = Ino(self.next_ino);
-        self.next_ino += 1;
-        ino
-    }
-
-    /// Frees the inode if nothing references it any more, or files it in
-    /// `unlinked` if only handles or kernel references keep it.
-    pub(crate) fn settle(&mut self, ino: Ino) {
-        let stats = self.stats.clone();
-        let part = part_mut(&mut self.parts, ino);
-        let refs = part.icache.refs(ino);
-        let Some(i) = part.icache.peek_mut(ino) else {
-            return;
-        };
-        if i.rec.nlink > 0 || i.freed {
-            return;
-        }
-        if i.opens > 0 || refs > 0 {
-            self.unlinked.insert(ino);
-        } else {
-            self.unlinked.remove(ino);
-            // Its blocks and `T` record go with it.
-            part.truncates.remove(ino, &stats);
-            Stats::inc(&stats.unlinked_freed);
-            if i.on_store {
-                i.freed = true;
-                i.blocks.clear();
-                mark_dirty(&mut part.icache, &mut part.dirty, &stats, ino);
-            } else {
-                // The store holds nothing of it (created and freed since the
-                // last commit, or an unlinked file kept out of the store), so
-                // it leaves memory now, and its dirty items with it, so that
-                // churn does not fill the dirty list (a block of it that was
-                // cut off by a truncate keeps its item; the drain skips it,
-                // finding no inode).
-                for n in i.blocks.keys() {
-                    part.dirty.remove(&Item::Block(ino, *n), &stats);
-                }
-                for item in [Item::Inode(ino), Item::Xattr(ino), Item::Truncate(ino)] {
-                    part.dirty.remove(&item, &stats);
-                }
-                i.dirty = false;
-                part.icache.remove(ino);
-            }
-        }
-        Stats::set(&stats.unlinked_inodes, self.unlinked.len() as u64);
-    }
-
-    // ---- names -----------------------------------------------------------
-
-    /// The child named `name` in `dir` and whether the store holds the name.
-    pub(crate) fn find(&mut self, dir: Ino, name: &[u8]) -> Result<(Option<Child>, bool)> {
-        let hash = format::dir_hash(name);
-        if let Known::Yes { child, stored } = self.dcache.lookup(dir, hash, name, &self.stats) {
-            return Ok((child, stored));
-        }
-        let child = self.stored_child(dir, hash, name)?;
-        self.dcache.fill(dir, hash, name, child, &self.stats);
-        Ok((child, child.is_some()))
-    }
-
-    /// What the store (a staged batch first) holds for `dir/name`.
-    fn stored_child(&self, dir: Ino, hash: u64, name: &[u8]) -> Result<Option<Child>> {
-        Stats::inc(&self.stats.store_gets);
-        let key = format::dentry_key(dir, hash, name);
-        // While a commit's names are out of `pending`, its batch touches no
-        // other name, so the store needs no wait for the batch.
-        let v = if self.dcache.is_committing() {
-            self.store.get_untouched(&key)?
-        } else {
-            self.store.get(&key)?
-        };
-        match v {
-            Some(v) => Ok(Some(format::decode_dentry(dir, &v)?)),
-            None => Ok(None),
-        }
-    }
-
-    pub(crate) fn set_name(&mut self, dir: Ino, name: &[u8], child: Option<Child>, stored: bool) {
-        let hash = format::dir_hash(name);
-        if child.is_none() && !stored {
-            // Created and removed since the last commit: nothing to write.
-            self.dcache.drop_pending(dir, hash, name, &self.stats);
-            Stats::inc(&self.stats.names_never_stored);
-        } else {
-            self.dcache.set(dir, hash, name, child, stored);
-        }
-        // The pending table is the dirty list of names: it counts toward
-        // `dirty_items_max` (`Engine::push_back`) and a commit takes it whole.
-        Stats::set(
-            &self.stats.pending_dentries,
-            self.dcache.pending_len() as u64,
-        );
-    }
-
-    /// Creates a new inode of `kind` named `name` in `parent`.
-    fn make(&mut self, ctx: Ctx, parent: Ino, name: &[u8], new: NewInode<'_>) -> Result<Attr> {
-        let NewInode {
-            kind,
-            mode,
-            rdev,
-            target,
-        } = new;
-        check_name(name)?;
-        let now = Timespec::now();
-        let (pgid, psetgid, pnlink) = {
-            let p = self.dir(parent)?;
-            (
-                p.rec.gid,
-                p.rec.perm & libc::S_ISGID as u16 != 0,
-                p.rec.nlink,
-            )
-        };
-        let (existing, stored) = self.find(parent, name)?;
-        if existing.is_some() {
-            return Err(EngineError::Exists);
-        }
-        if kind == FileKind::Directory && pnlink >= LINK_MAX {
-            return Err(EngineError::TooManyLinks);
-        }
-        let mut perm = (mode & 0o7777) as u16;
-        let gid = if psetgid { pgid } else { ctx.gid };
-        if kind == FileKind::Directory && psetgid {
-            perm |= libc::S_ISGID as u16;
-        }
-        let ino = self.alloc_ino();
-        let rec = InodeRecord {
-            kind,
-            perm,
-            nlink: if kind == FileKind::Directory { 2 } else { 1 },
-            uid: ctx.uid,
-            gid,
-            size: target.map(|t| t.len() as u64).unwrap_or(0),
-            atime: now,
-            mtime: now,
-            ctime: now,
-            rdev,
-            parent: if kind == FileKind::Directory {
-                parent
-            } else {
-                Ino(0)
-            },
-            entries: 0,
-            has_xattrs: false,
-            extra: target.map(|t| t.to_vec()),
-        };
-        self.part(ino).icache.insert(ino, Inode::new(rec, false));
-        self.dirty_inode(ino);
-        self.set_name(parent, name, Some((ino, kind)), stored);
-        let p = self.inode(parent)?;
-        p.rec.entries += 1;
-        if kind == FileKind::Directory {
-            p.rec.nlink += 1;
-        }
-        self.touch_dir(parent, now)?;
-        self.part(ino).icache.hold(ino);
-        let attr = self.inode(ino)?.attr(ino);
-        Ok(attr)
-    }
-
-    /// Drops one name of `child` (already removed from its directory).
-    fn drop_link(&mut self, child: Ino, now: Timespec) -> Result<()> {
-        let i = self.inode(child)?;
-        assert!(
-            i.rec.nlink > 0,
-            "{child}: dropping a link of an inode with none"
-        );
-        if i.rec.kind == FileKind::Directory {
-            i.rec.nlink = 0;
-        } else {
-            i.rec.nlink -= 1;
-        }
-        i.rec.ctime = now;
-        self.dirty_inode(child);
-        self.settle(child);
-        Ok(())
-    }
-
-    /// Is `anc` an ancestor of (or equal to) directory `dir`?
-    fn is_ancestor(&mut self, anc: Ino, mut dir: Ino) -> Result<bool> {
-        let mut steps = 0u32;
-        loop {
-            if dir == anc {
-                return Ok(true);
-            }
-            if dir == Ino::ROOT {
-                return Ok(false);
-            }
-            dir = self.inode(dir)?.rec.parent;
-            steps += 1;
-            if steps > 1_000_000 {
-                return Err(EngineError::corrupt(
-                    Some(dir),
-                    "directory parent chain loops",
-                ));
-            }
-        }
-    }
-
-    /// The attributes of `name` in directory `parent`.
-    fn child_attr(&mut self, parent: Ino, name: &[u8]) -> Result<Attr> {
-        self.dir(parent)?;
-        let (child, _) = self.find(parent, name)?;
-        let (ino, _) = child.ok_or(EngineError::NotFound)?;
-        Ok(self.inode(ino)?.attr(ino))
-    }
-}
-
 impl Engine {
     /// Takes the state lock for one operation, first pushing back if the
     /// dirty list is over its bound. Never called with the commit lock held
@@ -686,7 +209,7 @@ impl Engine {
     ) -> Result<R> {
         self.push_back()?;
         let s = self.lock_shared()?;
-        let lock = &s.parts[part_of(ino)];
+        let lock = s.part_lock(ino);
         Stats::inc(&self.stats.part_locks);
         let (mut part, waited) = acquire(lock.try_lock(), || lock.lock());
         let _stop = PanicStop(self);
@@ -760,10 +283,10 @@ impl Engine {
         check_name(name)?;
         let s = self.lock_shared()?;
         let hash = format::dir_hash(name);
-        if let Known::Yes { child, .. } = s.dcache.peek(parent, hash, name) {
+        if let Known::Yes { child, .. } = s.peek_name(parent, hash, name) {
             return Ok(child.is_none());
         }
-        if missed_at == Some(s.drained) {
+        if missed_at == Some(s.drained()) {
             Stats::inc(&self.stats.names_missing_unread);
             return Ok(true);
         }
@@ -994,7 +517,7 @@ impl Engine {
         }
         // No link, known to the kernel: it joins the unlinked set.
         s.settle(ino);
-        debug_assert!(s.unlinked.contains(ino), "{ino}: a tmpfile not unlinked");
+        debug_assert!(s.is_unlinked(ino), "{ino}: a tmpfile not unlinked");
         Stats::inc(&self.stats.tmpfiles);
         let attr = s.inode(ino)?.attr(ino);
         let fh = if open {
@@ -1071,8 +594,7 @@ impl Engine {
         if i.rec.nlink == 1 {
             // A tmpfile given its first name (the kernel links no other
             // inode without a link).
-            s.unlinked.remove(ino);
-            Stats::set(&self.stats.unlinked_inodes, s.unlinked.len() as u64);
+            s.linked_again(ino);
         }
         s.dirty_inode(ino);
         s.set_name(newparent, newname, Some((ino, kind)), stored);
@@ -1264,7 +786,7 @@ impl Engine {
         let prefix = format::dentry_prefix(dir);
         loop {
             Stats::inc(&self.stats.store_scans);
-            let page = s
+            let page = self
                 .store
                 .scan(&prefix, &format::dentry_key(dir, from, b""), PAGE)?;
             let full = page.len() == PAGE;
@@ -1287,7 +809,7 @@ impl Engine {
                 }
                 merged.insert((hash, name), Some(child));
             }
-            let pending = s.dcache.pending_range(dir, from, to, PAGE);
+            let pending = s.pending_names(dir, from, to, PAGE);
             if pending.len() == PAGE {
                 to = to.min(pending[PAGE - 1].0);
             }
@@ -1447,6 +969,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::{part_of, Part};
     use crate::store::MemStore;
     use crate::types::Ctx;
 
@@ -1619,7 +1142,7 @@ mod tests {
         let (a, b, _) = files_by_part(&e);
         let held = {
             let s = e.lock_shared().unwrap();
-            let g = s.parts[part_of(a)].lock().unwrap();
+            let g = s.part_lock(a).lock().unwrap();
             let taken = count(&e.stats.part_locks);
             let e2 = e.clone();
             let t = std::thread::spawn(move || e2.getattr(b).map(|a| a.ino));

@@ -21,7 +21,7 @@
 //! Invariant: `nlink == 0 && (opens > 0 || kernel_refs > 0)` ⇔ the inode is
 //! in `unlinked`; `nlink == 0` with neither ⇒ it is `freed` and dirty.
 //!
-//! Locking: the engine keeps one `ICache` per part of its state (fs.rs,
+//! Locking: the engine keeps one `ICache` per part of its state (state.rs,
 //! `Part`), guarded by that part's lock or by the state lock held
 //! exclusively.
 

@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod check;
+pub mod config;
 pub mod data;
 pub mod dcache;
 pub mod dirty;
@@ -12,7 +13,10 @@ pub mod fs;
 pub mod icache;
 pub mod inflight;
 pub mod journal;
+pub mod mount;
 pub mod orphan;
+pub mod reclaim;
+pub mod state;
 pub mod stats;
 pub mod store;
 pub mod unlinked;

@@ -21,7 +21,7 @@
 //!
 //! Bound: at most `TRUNCATES_PENDING_MAX` files have a pending range, at
 //! most `TRUNCATES_PENDING_MAX / PARTS` in each part of the engine's state
-//! (asserted; the set lives in the part, fs.rs, so truncates of files in
+//! (asserted; the set lives in the part, state.rs, so truncates of files in
 //! different parts share no lock); when a part's set is full a truncate
 //! deletes its blocks inline, as small ones do. So the store never holds more `T` records than the
 //! bound, and mount reads them all before it returns: a bounded amount of
@@ -41,7 +41,7 @@ pub const TRUNCATE_INLINE_BLOCKS: u64 = 64;
 pub const TRUNCATES_PENDING_MAX: usize = 1024;
 
 /// Pending block ranges by inode, one set per part of the engine's state
-/// (fs.rs, `Part`): truncates of files in different parts never share a
+/// (state.rs, `Part`): truncates of files in different parts never share a
 /// lock. Each part's set holds at most `TRUNCATES_PENDING_MAX / PARTS`
 /// files, so all of them together at most `TRUNCATES_PENDING_MAX`. The
 /// records a mount finds (`restore`, at most that many in all, spread as
