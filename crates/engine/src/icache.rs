@@ -1,8 +1,8 @@
 //! icache: inodes in memory, the kernel's lookup counts and open handles.
 //!
 //! States of an inode here:
-//! `Absent → Clean → Dirty → Clean → Evicted`, and `Dirty{freed} → Absent`
-//! once the journal has written its deletion.
+//! `Absent → Clean → Dirty → Clean → Evicted`, and `Dirty → Freed → Absent`
+//! once the journal has written its deletion (`Life`, with its transitions).
 //! - `load` (a miss) moves Absent → Clean; any change moves it to Dirty and
 //!   puts it on the journal's dirty list; a commit moves Dirty → Clean.
 //! - An inode is *pinned* (never evicted) while it is dirty, open
@@ -55,13 +55,30 @@ pub struct Inode {
     /// false, a freed inode's deletion needs no scan of its blocks, and an
     /// unlinked one leaves nothing a crash would have to reclaim.
     pub blocks_on_store: bool,
-    /// nlink, opens and kernel refs all reached zero: the journal deletes it.
-    pub freed: bool,
     /// A commit kept it out of the store while unlinked (counted once in
     /// `unlinked_unstored`).
     pub kept_out: bool,
-    /// On the journal's dirty list.
-    pub dirty: bool,
+    /// Where it is in its life here: clean, dirty or freed (`Life`).
+    life: Life,
+}
+
+/// An inode's life in memory (the header's states; `Absent` and `Evicted`
+/// are its absence from the cache):
+///
+/// ```text
+///   load / create ──► Clean ──change──► Dirty ──commit──► Clean ──► evicted
+///                       │                 │
+///                       └──── free ───────┴──► Freed ──commit──► removed
+/// ```
+///
+/// Dirty and Freed inodes are on their part's dirty list and pinned; only a
+/// commit (`written`) makes one clean again, and a freed inode is never
+/// changed again (it has no name, no open and no kernel reference left).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Life {
+    Clean,
+    Dirty,
+    Freed,
 }
 
 impl Inode {
@@ -76,10 +93,53 @@ impl Inode {
             xattrs_on_store,
             unlinked_on_store: false,
             blocks_on_store: on_store,
-            freed: false,
             kept_out: false,
-            dirty: false,
+            life: Life::Clean,
         }
+    }
+
+    pub fn life(&self) -> Life {
+        self.life
+    }
+
+    pub fn is_freed(&self) -> bool {
+        self.life == Life::Freed
+    }
+
+    /// A change: Clean → Dirty (Dirty and Freed stay). True if it was
+    /// clean: it must leave the idle list (`ICache::repin`).
+    pub fn make_dirty(&mut self) -> bool {
+        let was_clean = self.life == Life::Clean;
+        if was_clean {
+            self.life = Life::Dirty;
+        }
+        was_clean
+    }
+
+    /// No link, no open and no kernel reference left, and the store holds
+    /// it: Dirty → Freed, for the next commit to delete. Made dirty first
+    /// (`State::settle`), so that it is on the dirty list.
+    pub fn free(&mut self) {
+        assert_eq!(self.life, Life::Dirty, "freeing an inode that is not dirty");
+        self.life = Life::Freed;
+    }
+
+    /// A commit wrote it: Dirty → Clean. (A freed one leaves the cache
+    /// instead.)
+    pub fn written(&mut self) {
+        assert_eq!(
+            self.life,
+            Life::Dirty,
+            "a commit wrote an inode that was not dirty"
+        );
+        self.life = Life::Clean;
+    }
+
+    /// Created and freed between two commits: it leaves memory with its
+    /// dirty items, as if it had never been changed.
+    pub fn discard(&mut self) {
+        assert_ne!(self.life, Life::Freed, "discarding a freed inode");
+        self.life = Life::Clean;
     }
 
     pub fn attr(&self, ino: Ino) -> Attr {
@@ -106,7 +166,7 @@ impl Inode {
     }
 
     pub fn pinned(&self) -> bool {
-        self.dirty || self.opens > 0 || self.rec.nlink == 0 || self.freed
+        self.life != Life::Clean || self.opens > 0 || self.rec.nlink == 0
     }
 }
 
@@ -265,5 +325,49 @@ impl ICache {
                 "{ino} idle but pinned or absent"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::tests::file;
+
+    #[test]
+    fn an_inode_goes_clean_dirty_clean_or_dirty_freed() {
+        let mut i = Inode::new(file(3), true);
+        assert_eq!(i.life(), Life::Clean);
+        assert!(!i.pinned());
+        assert!(i.make_dirty(), "clean → dirty leaves the idle list");
+        assert!(!i.make_dirty(), "a second change is the same dirt");
+        assert!(i.pinned());
+        i.written();
+        assert_eq!(i.life(), Life::Clean);
+        assert!(!i.pinned());
+        assert!(i.make_dirty());
+        i.free();
+        assert!(i.is_freed() && i.pinned());
+        assert!(!i.make_dirty(), "a freed inode stays freed");
+        assert_eq!(i.life(), Life::Freed);
+        // Created and freed between commits: it leaves as if unchanged.
+        let mut j = Inode::new(file(0), false);
+        assert!(j.make_dirty());
+        j.discard();
+        assert_eq!(j.life(), Life::Clean);
+    }
+
+    #[test]
+    #[should_panic(expected = "freeing an inode that is not dirty")]
+    fn a_clean_inode_is_not_freed_off_the_dirty_list() {
+        Inode::new(file(3), true).free();
+    }
+
+    #[test]
+    #[should_panic(expected = "a commit wrote an inode that was not dirty")]
+    fn a_commit_writes_only_dirty_inodes() {
+        let mut i = Inode::new(file(3), true);
+        assert!(i.make_dirty());
+        i.free();
+        i.written();
     }
 }

@@ -168,15 +168,14 @@ fn load_inode<'a>(
         icache.insert(ino, inode);
     }
     match icache.get(ino, stats) {
-        Some(i) if !i.freed => Ok(i),
+        Some(i) if !i.is_freed() => Ok(i),
         _ => Err(EngineError::NotFound),
     }
 }
 
 fn mark_dirty(icache: &mut ICache, dirty: &mut DirtyList, stats: &Stats, ino: Ino) {
     if let Some(i) = icache.peek_mut(ino) {
-        if !i.dirty {
-            i.dirty = true;
+        if i.make_dirty() {
             icache.repin(ino);
         }
         dirty.add(Item::Inode(ino), stats);
@@ -355,7 +354,7 @@ impl State {
         let Some(i) = part.icache.peek_mut(ino) else {
             return;
         };
-        if i.rec.nlink > 0 || i.freed {
+        if i.rec.nlink > 0 || i.is_freed() {
             return;
         }
         if i.opens > 0 || refs > 0 {
@@ -366,9 +365,11 @@ impl State {
             part.truncates.remove(ino, &stats);
             Stats::inc(&stats.unlinked_freed);
             if i.on_store {
-                i.freed = true;
                 i.blocks.clear();
                 mark_dirty(&mut part.icache, &mut part.dirty, &stats, ino);
+                if let Some(i) = part.icache.peek_mut(ino) {
+                    i.free();
+                }
             } else {
                 // The store holds nothing of it (created and freed since the
                 // last commit, or an unlinked file kept out of the store), so
@@ -382,7 +383,7 @@ impl State {
                 for item in [Item::Inode(ino), Item::Xattr(ino), Item::Truncate(ino)] {
                     part.dirty.remove(&item, &stats);
                 }
-                i.dirty = false;
+                i.discard();
                 part.icache.remove(ino);
             }
         }
@@ -583,7 +584,7 @@ impl State {
                     let Some(i) = self.part(ino).icache.peek_mut(ino) else {
                         continue;
                     };
-                    if i.freed {
+                    if i.is_freed() {
                         continue;
                     }
                     let key = format::block_key(ino, crate::types::BlockNo(n));
@@ -613,7 +614,7 @@ impl State {
                 Item::Truncate(ino) => {
                     // Freed since: its record goes with its other records.
                     let part = self.part(ino);
-                    let live = part.icache.peek(ino).is_some_and(|i| !i.freed);
+                    let live = part.icache.peek(ino).is_some_and(|i| !i.is_freed());
                     match part.truncates.get(ino) {
                         Some((from, to)) if live => {
                             batch.put(format::truncate_key(ino), format::encode_truncate(from, to));
@@ -628,7 +629,7 @@ impl State {
                     let Some(i) = self.part(ino).icache.peek_mut(ino) else {
                         continue;
                     };
-                    if i.freed {
+                    if i.is_freed() {
                         continue;
                     }
                     let x = i.xattrs.as_ref().expect("dirty xattrs not loaded");
@@ -678,8 +679,7 @@ impl State {
         let Some(i) = part.icache.peek_mut(ino) else {
             return;
         };
-        i.dirty = false;
-        if i.freed {
+        if i.is_freed() {
             if i.on_store {
                 if !i.blocks_on_store {
                     // No block or `T` record was ever stored, whatever its
@@ -713,6 +713,7 @@ impl State {
             part.icache.remove(ino);
             return;
         }
+        i.written();
         if unstored(i) {
             // Unlinked, and nothing of it but its inode record would be
             // left after a crash, when nothing can reach it any more: the

@@ -33,11 +33,6 @@ pub struct Fh(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BlockNo(pub u64);
 
-/// Number of a journal commit; commit N makes every change acknowledged before
-/// its drain durable once `durable >= N`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct CommitSeq(pub u64);
-
 /// Kind of an inode, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FileKind {
