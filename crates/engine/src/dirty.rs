@@ -11,7 +11,7 @@ use crate::types::Ino;
 use indexmap::IndexSet;
 use std::sync::Arc;
 
-/// One thing a commit writes (journal.rs drains them).
+/// One thing a commit writes (`State::drain` takes them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Item {
     Inode(Ino),

@@ -479,7 +479,7 @@ impl Engine {
     /// birth, so it is an open-unlinked file like any other: the store
     /// holds nothing of it until a commit writes a block or an xattr of it
     /// (then its inode and `U` records too, and a crash leaves it to the
-    /// reclaim; journal.rs, `unstored`), and its last release and FORGET free
+    /// reclaim; state.rs, `unstored`), and its last release and FORGET free
     /// it, unless `link` names it first (linkat of the descriptor). With `open` false (an
     /// adapter whose kernel sends no OPEN or RELEASE) it takes no open
     /// handle and lives on the kernel's reference alone; its handle is 0.

@@ -36,7 +36,7 @@
 //! Ordering: one batch is staged at a time (the commit lock serialises
 //! commits; asserted). Writes that do not go through a commit (the reclaim
 //! of unlinked inodes) go to the store directly: they touch only inodes no
-//! commit writes (journal.rs, `reclaim_batch`, `free_large`).
+//! commit writes (reclaim.rs, `reclaim_batch`, `free_large`).
 
 use crate::error::StoreError;
 use crate::store::{self, Batch, BatchOp, KvPair, KvStore};

@@ -7,7 +7,7 @@
 //! It records the range of block numbers `from..to` whose stored blocks are
 //! now garbage: in memory here, and on the store as a `T|ino` record that
 //! the same commit writes with the new size. The reclaim thread
-//! (journal.rs, `finish_truncate`) deletes the range's blocks in batches of
+//! (reclaim.rs, `finish_truncate`) deletes the range's blocks in batches of
 //! at most `free_batch_keys` keys, each batch moving `from` up in the same
 //! store batch, and deletes the record with the last one.
 //!

@@ -1,5 +1,5 @@
 //! The store: a narrow ordered key-value trait and its implementations.
-//! Only the journal and the background reclaim of crash orphans (journal.rs)
+//! Only the journal and the background reclaims (reclaim.rs)
 //! write through it; everything above reads through it on a
 //! cache miss. `FjallStore` is the embedded default, `MemStore` serves tests.
 //!

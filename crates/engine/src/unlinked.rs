@@ -8,7 +8,7 @@
 //! journal deletes its inode, blocks, xattrs and `U` record in one commit.
 //! After a crash the `U` records name exactly the inodes to reclaim. The
 //! mount does not wait for them: a background thread (`reclaimer` in
-//! journal.rs) frees them in bounded batches while the filesystem serves
+//! reclaim.rs) frees them in bounded batches while the filesystem serves
 //! requests, so mounting costs the same whatever a crash left behind. A `U`
 //! record whose inode is in memory belongs to this mount (an inode unlinked
 //! while open since) and is left alone; one that is not can never be reached
