@@ -110,6 +110,23 @@ pub fn static_skip(workload: &str, target: &str) -> Option<&'static str> {
     }
 }
 
+/// How a run killed at the timeout is reported (and recognised).
+const TIMED_OUT: &str = "timed out after";
+
+/// Why `workload` is not run again on `target`: an earlier run of it timed
+/// out, and the next would too (a slow peer at the reference size would
+/// otherwise take the timeout once per run).
+fn after_a_timeout(records: &[Record], workload: &str, target: &str) -> Option<String> {
+    records
+        .iter()
+        .find(|r| {
+            r.workload == workload
+                && r.target == target
+                && matches!(&r.status, Status::Failed(why) if why.starts_with(TIMED_OUT))
+        })
+        .map(|r| format!("run {} timed out: not run again", r.run))
+}
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -320,7 +337,7 @@ fn run_workload(exe: &Path, args: &[String], state: &Path, timeout: Duration) ->
 impl Ran {
     fn status(&self, timeout: Duration) -> Status {
         if self.timed_out {
-            return Status::Failed(format!("timed out after {:.0} s", timeout.as_secs_f64()));
+            return Status::Failed(format!("{TIMED_OUT} {:.0} s", timeout.as_secs_f64()));
         }
         if INTERRUPTED.load(Ordering::SeqCst) {
             return Status::Failed("interrupted".into());
@@ -647,6 +664,8 @@ fn suite(a: SuiteArgs) -> Result<ExitCode, String> {
                 Status::Skipped(format!("target unavailable: {why}")),
                 Vec::new(),
             )
+        } else if let Some(why) = after_a_timeout(&records, &w, &t) {
+            (Status::Skipped(why), Vec::new())
         } else {
             step(&ctx, &scripts[&t], &w, &t)
         };
@@ -735,6 +754,36 @@ fn suite(a: SuiteArgs) -> Result<ExitCode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workload_that_timed_out_on_a_target_is_not_run_there_again() {
+        let rec = |w: &str, t: &str, run, status| Record {
+            workload: w.into(),
+            target: t.into(),
+            run,
+            status,
+            kv: Vec::new(),
+        };
+        let records = vec![
+            rec(
+                "w3",
+                "juicefs",
+                1,
+                Status::Failed(format!("{TIMED_OUT} 900 s")),
+            ),
+            rec("w3", "fuse2fs", 1, Status::Failed("exit 1".into())),
+            rec("w4", "juicefs", 1, Status::Ok),
+        ];
+        let why = after_a_timeout(&records, "w3", "juicefs").expect("skipped");
+        assert!(why.starts_with("run 1 timed out"), "{why}");
+        assert_eq!(
+            after_a_timeout(&records, "w3", "fuse2fs"),
+            None,
+            "another failure"
+        );
+        assert_eq!(after_a_timeout(&records, "w4", "juicefs"), None);
+        assert_eq!(after_a_timeout(&records, "w3", "ext4"), None);
+    }
 
     #[test]
     fn lists_and_skips() {
