@@ -575,19 +575,8 @@ fn queue_loop(
             if ring.submit().is_err() {
                 return;
             }
-            // The clock once per 32 looks at the queue, as churnfs's ring.
-            let t = std::time::Instant::now();
-            'poll: loop {
-                for _ in 0..32 {
-                    if !ring.completion().is_empty() {
-                        break 'poll;
-                    }
-                    std::hint::spin_loop();
-                }
-                if t.elapsed() >= spin {
-                    break;
-                }
-            }
+            // As churnfs's ring.
+            uring::poll(&mut ring, spin);
         }
         if ring.completion().is_empty() && ring.submit_and_wait(1).is_err() {
             let e = last_err();

@@ -30,7 +30,7 @@ pub const INLINE_MAX: u64 = 2048;
 /// EFBIG itself instead of accepting them into the page cache.
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 /// Longest name in a directory.
-pub const NAME_MAX: usize = 255;
+pub const NAME_MAX: usize = churnfs_vfs::NAME_MAX;
 /// Longest symlink target.
 pub const SYMLINK_MAX: usize = 4095;
 /// Largest xattr value, and largest total of one inode's xattrs.

@@ -30,7 +30,7 @@ use crate::format::{self, InodeRecord, NAME_MAX};
 use crate::icache::Inode;
 use crate::inflight::SharedWaitHook;
 use crate::perm;
-use crate::state::{check_name, FileCtx, NewInode, State};
+use crate::state::{FileCtx, NewInode, State};
 pub use crate::state::{LINK_MAX, PARTS};
 use crate::stats::Stats;
 use crate::store::KvStore;

@@ -14,7 +14,7 @@
 use crate::dcache::{Child, DCache, Known};
 use crate::dirty::{DirtyList, Drained, Filling, Item};
 use crate::error::{EngineError, Result};
-use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, INLINE_MAX, NAME_MAX};
+use crate::format::{self, InodeRecord, Superblock, BLOCK_SIZE, INLINE_MAX};
 use crate::icache::{ICache, Inode};
 use crate::stats::Stats;
 use crate::store::KvStore;
@@ -182,19 +182,6 @@ fn mark_dirty(icache: &mut ICache, dirty: &mut DirtyList, stats: &Stats, ino: In
     } else {
         panic!("dirtying {ino} that is not in the icache");
     }
-}
-
-pub(crate) fn check_name(name: &[u8]) -> Result<()> {
-    if name.len() > NAME_MAX {
-        return Err(EngineError::NameTooLong);
-    }
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(EngineError::Invalid("bad name"));
-    }
-    if name == b"." || name == b".." {
-        return Err(EngineError::Invalid("name is . or .."));
-    }
-    Ok(())
 }
 
 impl State {

@@ -305,22 +305,7 @@ fn serve_queue(
     loop {
         if !spin.is_zero() && ring.completion().is_empty() && backoff.try_spin() {
             ring.submit()?;
-            // The clock is read once per 32 looks at the queue: a read
-            // costs as much as a look (a VM's clock), and only the look
-            // decides how soon a request is seen.
-            let t = Instant::now();
-            'poll: loop {
-                for _ in 0..32 {
-                    if !ring.completion().is_empty() {
-                        break 'poll;
-                    }
-                    std::hint::spin_loop();
-                }
-                if t.elapsed() >= spin {
-                    break;
-                }
-            }
-            let hit = !ring.completion().is_empty();
+            let hit = uring::poll(&mut ring, spin);
             if hit {
                 Stats::inc(&core.stats.ring_spin_hits);
             } else {

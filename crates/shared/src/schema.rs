@@ -38,7 +38,7 @@ pub const INLINE_MAX: u64 = 4096;
 pub const SLICES_MAX: usize = 32;
 /// Largest file size (the kernel's own limit for FUSE).
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
-pub const NAME_MAX: usize = 255;
+pub const NAME_MAX: usize = churnfs_vfs::NAME_MAX;
 pub const SYMLINK_MAX: usize = 4095;
 pub const XATTR_NAME_MAX: usize = 255;
 pub const XATTR_VALUE_MAX: usize = 64 * 1024;
@@ -52,19 +52,7 @@ pub fn dir_hash(name: &[u8]) -> u64 {
     (xxhash_rust::xxh3::xxh3_64(name) >> 1).max(3)
 }
 
-/// Checks a name given to a namespace operation.
-pub fn check_name(name: &[u8]) -> Result<()> {
-    if name.len() > NAME_MAX {
-        return Err(EngineError::NameTooLong);
-    }
-    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
-        return Err(EngineError::Invalid("bad name"));
-    }
-    if name == b"." || name == b".." {
-        return Err(EngineError::Invalid("name is . or .."));
-    }
-    Ok(())
-}
+pub use churnfs_vfs::check_name;
 
 /// Checks a volume name: 1..=64 of `[A-Za-z0-9._-]`, not starting with '.'.
 pub fn check_volume_name(v: &str) -> std::result::Result<(), String> {

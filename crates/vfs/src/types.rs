@@ -221,3 +221,22 @@ pub mod xattr_flags {
     pub const CREATE: i32 = 0x1;
     pub const REPLACE: i32 = 0x2;
 }
+
+/// Longest name in a directory, in bytes (both backends).
+pub const NAME_MAX: usize = 255;
+
+/// Checks a name given to a namespace operation: 1 to `NAME_MAX` bytes,
+/// no `/` or NUL, not `.` or `..`.
+pub fn check_name(name: &[u8]) -> crate::error::Result<()> {
+    use crate::error::EngineError;
+    if name.len() > NAME_MAX {
+        return Err(EngineError::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(EngineError::Invalid("bad name"));
+    }
+    if name == b"." || name == b".." {
+        return Err(EngineError::Invalid("name is . or .."));
+    }
+    Ok(())
+}
