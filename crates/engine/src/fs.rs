@@ -30,10 +30,11 @@ use crate::format::{self, InodeRecord, NAME_MAX};
 use crate::icache::Inode;
 use crate::inflight::SharedWaitHook;
 use crate::perm;
+pub use crate::state::PARTS;
 use crate::state::{FileCtx, NewInode, State};
-pub use crate::state::{LINK_MAX, PARTS};
 use crate::stats::Stats;
 use crate::store::KvStore;
+pub use crate::types::LINK_MAX;
 use crate::types::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{

@@ -23,9 +23,6 @@ use crate::unlinked::{self, FreeQueue, Unlinked};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Largest link count of a file or directory.
-pub const LINK_MAX: u32 = 65_000;
-
 /// What a new inode is made of.
 pub(crate) struct NewInode<'a> {
     pub kind: FileKind,

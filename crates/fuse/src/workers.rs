@@ -369,7 +369,14 @@ impl Workers {
         let mut l = self.local();
         // The poll is asked only where its answer can matter.
         let queued = self.policy.gate() && self.parked_now.load(Relaxed) > 0 && self.pending();
-        let (step, follow) = self.policy.after(l.index, self.seen(), queued);
+        // A pool that neither parks nor keeps readers to CPUs (one thread)
+        // decides without the clock.
+        let seen = if self.policy.tracks() {
+            self.seen()
+        } else {
+            Seen::default()
+        };
+        let (step, follow) = self.policy.after(l.index, seen, queued);
         if let Some(several) = follow {
             self.follow_callers(&mut l, several);
         }

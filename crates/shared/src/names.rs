@@ -16,8 +16,8 @@ use crate::schema::{self, check_name, DirTimes, Inode, Work};
 use churnfs_kv::Rev;
 use churnfs_vfs::{Attr, Ctx, EngineError, Fh, FileKind, Ino, RenameFlags, Result, Timespec};
 
-/// Most links of one inode (as local mode).
-pub const LINK_MAX: u32 = 65_000;
+pub use churnfs_vfs::LINK_MAX;
+
 /// Deepest a directory may sit for a move into it across directories: each
 /// directory above is a condition of the commit.
 pub const MOVE_DEPTH_MAX: usize = 100;

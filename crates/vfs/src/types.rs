@@ -225,6 +225,9 @@ pub mod xattr_flags {
 /// Longest name in a directory, in bytes (both backends).
 pub const NAME_MAX: usize = 255;
 
+/// Largest link count of a file or directory (both backends).
+pub const LINK_MAX: u32 = 65_000;
+
 /// Checks a name given to a namespace operation: 1 to `NAME_MAX` bytes,
 /// no `/` or NUL, not `.` or `..`.
 pub fn check_name(name: &[u8]) -> crate::error::Result<()> {
