@@ -417,8 +417,14 @@ fn notes(a: &Agg, w: &str, size: &Size) -> String {
             if let (Some(c), Some(p)) =
                 (a.median("capped_before_n"), a.median("capped_predicted_s"))
             {
+                // The cap is on the whole workload: what the smaller levels
+                // spent counts with what N would take.
+                let spent = a
+                    .median("capped_spent_s")
+                    .map(|s| format!(" after the {} s the smaller N took", fmt_val(s)))
+                    .unwrap_or_default();
                 n.push(format!(
-                    "N ≥ {} not run: at the growth measured so far it would take about {} s, past the time cap of {} s",
+                    "N ≥ {} not run: at the growth measured so far it would take about {} s more{spent}, past the time cap of {} s",
                     fmt_val(c),
                     fmt_val(p),
                     fmt_val(size.max_secs)

@@ -235,9 +235,11 @@ pub fn run(a: Args) -> Result<Out, String> {
         };
         if let Some(max) = a.max_secs {
             let predicted = predict_secs(&done, n) * rounds as f64;
-            if start.elapsed().as_secs_f64() + predicted > max {
+            let spent = start.elapsed().as_secs_f64();
+            if spent + predicted > max {
                 out.put("capped_before_n", n);
                 out.num("capped_predicted_s", predicted);
+                out.num("capped_spent_s", spent);
                 break;
             }
         }
