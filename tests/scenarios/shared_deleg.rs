@@ -285,6 +285,45 @@ fn removing_files_from_before_the_delegation_goes_in_batches() {
     c.fsck();
 }
 
+/// A batch of removals is bounded by the engine's writes and, apart, its
+/// conditions (one guard a file), not by their sum: 960 files from before
+/// (two writes and a guard each) go in 23 commits, 48 files a batch, where
+/// a bound on writes and guards together took 33.
+#[test]
+fn a_batch_of_removals_fills_the_engines_writes() {
+    // An image with room for the directory's names.
+    let cfg = churnfs_shared::SharedConfig {
+        delegation_keys_max: 65_536,
+        ..held_config()
+    };
+    let c = Cluster::new(2, cfg);
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let d = dir(b, "tree");
+    const FILES: usize = 960;
+    for i in 0..FILES {
+        let (f, _) = b
+            .create(CTX, d, format!("f{i:03}").as_bytes(), 0o644)
+            .expect("create");
+        b.write(f.ino, 0, b"x", false).expect("write");
+        b.release(f.ino).expect("close");
+    }
+    churnfs_vfs::Backend::fsync(&**b, d).expect("fsync");
+    let before = c.stat(0, "kv_commits");
+    for i in 0..FILES {
+        a.unlink(d, format!("f{i:03}").as_bytes()).expect("unlink");
+    }
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
+    assert_eq!(c.stat(0, "delegation_deferred_frees"), FILES as u64);
+    let commits = c.stat(0, "kv_commits") - before;
+    assert!(
+        commits <= (FILES / 40 + 2) as u64,
+        "{commits} commits for {FILES} unlinks"
+    );
+    assert!(names(b, d).is_empty(), "b still sees names a removed");
+    c.settle();
+    c.fsck();
+}
+
 /// A file whose free waits in a batch while another mount, which had it
 /// open, writes to it: the batch's condition on the record fails, the
 /// free is worked out again from the record as it is now (its data in

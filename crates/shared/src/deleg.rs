@@ -54,9 +54,13 @@ use std::time::{Duration, Instant};
 /// Versions of changes applied to images: above any engine revision, so
 /// that a condition read from an image never matches the engine.
 pub(crate) const LOCAL_REV_BASE: Rev = 1 << 62;
-/// Most pending changes of one image: a flush is one commit, within the
-/// engine's 128 writes (the flush adds the delegation's own keys and the
-/// session's slot; a passing operation adds its writes).
+/// Most pending changes of one image, and separately most guards: a flush
+/// is one commit, within the engine's 128 writes and, apart, 128
+/// conditions (the flush adds the delegation's own keys and the session's
+/// slot; a passing operation adds its writes and conditions). A removed
+/// file that existed before is two or three writes and one guard: a batch
+/// of removals carries 32–48 files, where one bound on their sum took
+/// 24–32.
 pub const FLUSH_KEYS: usize = 96;
 /// Pending changes at which the delegation thread is asked to commit an
 /// image now (with the data of the files closed in it, which an
@@ -440,6 +444,12 @@ impl Image {
         if self.dirty == 0 {
             self.dirty_since = None;
         }
+    }
+
+    /// The larger of the pending writes and the guards: each has its own
+    /// bound in a commit.
+    fn pending_max(&self) -> usize {
+        self.dirty.max(self.guards.len())
     }
 
     /// The conditions a batch carries for its guarded files.
@@ -960,7 +970,7 @@ impl SharedFs {
         extra: usize,
         until: Instant,
     ) -> Result<Option<Instant>> {
-        if img.dirty + img.guards.len() + extra > FLUSH_KEYS {
+        if img.dirty + extra > FLUSH_KEYS || img.guards.len() >= FLUSH_KEYS {
             self.flush_image(d, img, None, until)?;
             if !img.live {
                 return Ok(None);
@@ -1299,9 +1309,9 @@ impl SharedFs {
             self.cache_ops(&txn, rev, false);
             Stats::inc(&self.stats.delegation_local_ops);
             Stats::inc(&self.stats.delegation_deferred_frees);
-            let pending = img.dirty + img.guards.len();
+            let pending = img.pending_max();
             self.soon(&mut img, pending);
-            if img.dirty + img.guards.len() >= FLUSH_KEYS {
+            if pending >= FLUSH_KEYS {
                 if let Err(e) = self.flush_image(d, &mut img, None, until) {
                     tracing::warn!("directory {dir}: batch not committed yet: {e}");
                 }
@@ -2142,7 +2152,10 @@ impl SharedFs {
                     at += 1;
                     continue;
                 };
-                if !held.is_empty() && t.ops.len() + img.dirty > FLUSH_KEYS {
+                if !held.is_empty()
+                    && (t.ops.len() + img.dirty > FLUSH_KEYS
+                        || t.conds.len() + img.guards.len() + 1 > FLUSH_KEYS)
+                {
                     break;
                 }
                 until = until.min(u);
