@@ -48,6 +48,15 @@ fn names(m: &SharedFs, d: Ino) -> Vec<String> {
 
 /// Slow batches: what the holder applied stays in its image until a
 /// recall, an fsync or unmount (the test says when).
+/// Creates `names` in `d` on `m`, each with `data`, and closes them.
+fn files(m: &SharedFs, d: Ino, names: impl Iterator<Item = String>, data: &[u8]) {
+    for n in names {
+        let (f, _) = m.create(CTX, d, n.as_bytes(), 0o644).expect("create");
+        m.write(f.ino, 0, data, false).expect("write");
+        m.release(f.ino).expect("close");
+    }
+}
+
 fn held_config() -> churnfs_shared::SharedConfig {
     churnfs_shared::SharedConfig {
         delegation_flush: Duration::from_secs(3600),
@@ -208,13 +217,7 @@ fn removing_a_delegated_directory_ends_its_delegation_in_the_same_commit() {
     let d = a.mkdir(CTX, top, b"d", 0o755).expect("mkdir").ino;
     // Files committed in an earlier batch, then removed in the pending
     // one, with a spool cycle that never reaches the engine.
-    for i in 0..10 {
-        let (f, _) = a
-            .create(CTX, d, format!("f{i}").as_bytes(), 0o644)
-            .expect("create");
-        a.write(f.ino, 0, b"some bytes", false).expect("write");
-        a.release(f.ino).expect("close");
-    }
+    files(a, d, (0..10).map(|i| format!("f{i}")), b"some bytes");
     churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
     for i in 0..10 {
         a.unlink(d, format!("f{i}").as_bytes()).expect("unlink");
@@ -262,14 +265,12 @@ fn removing_files_from_before_the_delegation_goes_in_batches() {
     let c = Cluster::new(2, held_config());
     let (a, b) = (&c.mounts[0], &c.mounts[1]);
     let d = dir(b, "tree");
-    for i in 0..40 {
-        let (f, _) = b
-            .create(CTX, d, format!("f{i:02}").as_bytes(), 0o644)
-            .expect("create");
-        b.write(f.ino, 0, b"made on the other mount", false)
-            .expect("write");
-        b.release(f.ino).expect("close");
-    }
+    files(
+        b,
+        d,
+        (0..40).map(|i| format!("f{i:02}")),
+        b"made on the other mount",
+    );
     churnfs_vfs::Backend::fsync(&**b, d).expect("fsync");
     let before = c.stat(0, "kv_commits");
     for i in 0..40 {
@@ -286,9 +287,8 @@ fn removing_files_from_before_the_delegation_goes_in_batches() {
 }
 
 /// A batch of removals is bounded by the engine's writes and, apart, its
-/// conditions (one guard a file), not by their sum: 960 files from before
-/// (two writes and a guard each) go in 23 commits, 48 files a batch, where
-/// a bound on writes and guards together took 33.
+/// conditions (one guard a file), not by their sum: files from before (two
+/// writes and a guard each) go 48 to a batch, not 32.
 #[test]
 fn a_batch_of_removals_fills_the_engines_writes() {
     // An image with room for the directory's names.
@@ -300,13 +300,7 @@ fn a_batch_of_removals_fills_the_engines_writes() {
     let (a, b) = (&c.mounts[0], &c.mounts[1]);
     let d = dir(b, "tree");
     const FILES: usize = 960;
-    for i in 0..FILES {
-        let (f, _) = b
-            .create(CTX, d, format!("f{i:03}").as_bytes(), 0o644)
-            .expect("create");
-        b.write(f.ino, 0, b"x", false).expect("write");
-        b.release(f.ino).expect("close");
-    }
+    files(b, d, (0..FILES).map(|i| format!("f{i:03}")), b"x");
     churnfs_vfs::Backend::fsync(&**b, d).expect("fsync");
     let before = c.stat(0, "kv_commits");
     for i in 0..FILES {

@@ -58,9 +58,7 @@ pub(crate) const LOCAL_REV_BASE: Rev = 1 << 62;
 /// is one commit, within the engine's 128 writes and, apart, 128
 /// conditions (the flush adds the delegation's own keys and the session's
 /// slot; a passing operation adds its writes and conditions). A removed
-/// file that existed before is two or three writes and one guard: a batch
-/// of removals carries 32–48 files, where one bound on their sum took
-/// 24–32.
+/// file that existed before is two or three writes and one guard.
 pub const FLUSH_KEYS: usize = 96;
 /// Pending changes at which the delegation thread is asked to commit an
 /// image now (with the data of the files closed in it, which an
@@ -970,7 +968,7 @@ impl SharedFs {
         extra: usize,
         until: Instant,
     ) -> Result<Option<Instant>> {
-        if img.dirty + extra > FLUSH_KEYS || img.guards.len() >= FLUSH_KEYS {
+        if img.pending_max() + extra > FLUSH_KEYS {
             self.flush_image(d, img, None, until)?;
             if !img.live {
                 return Ok(None);
