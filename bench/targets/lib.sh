@@ -232,6 +232,20 @@ services_up() {
   # it vacuums a volume.
   S3_VOLUMES=${BENCH_S3_VOLUMES:-400} S3_BASE_PORT=$S3_PORT "$SERVICES/s3-server.sh" start "$STATE/s3" \
     >"$STATE/s3.url" || die "the SeaweedFS server did not start (log in $STATE/s3)"
+  # BENCH_SERVICES_IDLE=1: every thread of the services runs under
+  # SCHED_IDLE, on CPU time nothing else wants, as if the cluster and the
+  # object store had machines of their own (docs/design.md, "W9").
+  if [ "${BENCH_SERVICES_IDLE:-0}" = 1 ]; then
+    for p in $(cat "$STATE/etcd/pids" "$STATE/s3/pid"); do
+      chrt -a -i -p 0 "$p" >/dev/null || die "chrt -i of service $p failed"
+    done
+  fi
+}
+
+# What the description of a shared target adds for BENCH_SERVICES_IDLE.
+services_note() {
+  [ "${BENCH_SERVICES_IDLE:-0}" = 1 ] && echo ", services under SCHED_IDLE"
+  return 0
 }
 
 # down for the shared targets: both mounts, then the services, then STATE.

@@ -14,7 +14,7 @@ start() {
 case "$ACTION" in
   check)
     services_check
-    echo "desc=SeaweedFS weed mount, its filer on 127.0.0.1 (embedded leveldb)"
+    echo "desc=SeaweedFS weed mount, its filer on 127.0.0.1 (embedded leveldb)$(services_note)"
     echo "version=weed $(weed version 2>&1 | awk '{ print $3 }')"
     ;;
   up)

@@ -15,6 +15,7 @@ mod opens;
 mod permissions;
 mod posix_basics;
 mod shared_contract;
+mod shared_engine;
 mod shared_failures;
 mod shared_kill9;
 mod shared_races;

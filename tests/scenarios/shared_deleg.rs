@@ -318,6 +318,98 @@ fn a_batch_of_removals_fills_the_engines_writes() {
     c.fsck();
 }
 
+/// The files of a tree born under its directory's delegation, removed in
+/// listing order (what `rm -rf` does): neighbouring names removed go to
+/// the engine as one range deletion, so a batch holds about one file per
+/// write (the file's record), where it held one per two.
+#[test]
+fn removed_neighbours_go_as_one_range_and_a_batch_holds_a_file_a_write() {
+    let cfg = churnfs_shared::SharedConfig {
+        delegation_keys_max: 65_536,
+        ..held_config()
+    };
+    let c = Cluster::new(2, cfg);
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    let top = dir(a, "top");
+    let d = a.mkdir(CTX, top, b"d", 0o755).expect("mkdir").ino;
+    const FILES: usize = 400;
+    files(a, d, (0..FILES).map(|i| format!("f{i:03}")), b"x");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
+    assert!(a.delegated().contains(&d), "the tree was not delegated");
+    // The parent given back (the other mount looks in it): the rmdir ends
+    // one delegation, the tree's, with its last batch.
+    assert!(matches!(b.lookup(top, b"x"), Err(EngineError::NotFound)));
+    let given_back = std::time::Instant::now() + Duration::from_secs(10);
+    while a.delegated().contains(&top) && std::time::Instant::now() < given_back {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let before = c.stat(0, "kv_commits");
+    for n in in_listing_order(a, d) {
+        a.unlink(d, &n).expect("unlink");
+    }
+    a.rmdir(top, b"d").expect("rmdir");
+    let commits = c.stat(0, "kv_commits") - before;
+    // Two writes a file (no ranges) would take 8 batches of 96, and the
+    // removal.
+    assert!(
+        commits <= (FILES / 100 + 1) as u64,
+        "{commits} commits for {FILES} unlinks and the rmdir"
+    );
+    assert!(matches!(b.lookup(top, b"d"), Err(EngineError::NotFound)));
+    assert!(names(b, top).is_empty());
+    c.settle();
+    c.fsck();
+}
+
+/// A name put between removed neighbours in the same batch (a create in
+/// the image; a link to a file from elsewhere, which goes to the engine
+/// with the batch) splits their range: the engine refuses a commit that
+/// puts a key a range of it deletes, and the names on either side stay
+/// removed.
+#[test]
+fn a_name_put_among_removed_neighbours_splits_their_range() {
+    let c = Cluster::new(2, roomy_config());
+    let (a, b) = (&c.mounts[0], &c.mounts[1]);
+    // A file in a directory the other mount holds, to be linked in.
+    let e = dir(b, "e");
+    files(b, e, std::iter::once("x".to_string()), b"moved");
+    let d = dir(a, "d");
+    files(a, d, (0..40).map(|i| format!("f{i:02}")), b"x");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
+    let listed = in_listing_order(a, d);
+    let removed = &listed[5..25];
+    for n in removed {
+        a.unlink(d, n).expect("unlink");
+    }
+    // Names whose place in the directory is inside the removed run, apart
+    // from each other (removed names between them).
+    let between = |lo: &[u8], hi: &[u8]| {
+        let hash = churnfs_shared::schema::dir_hash;
+        let (lo, hi) = (hash(lo), hash(hi));
+        (0..)
+            .map(|i| format!("n{i}"))
+            .find(|n| (lo + 1..hi).contains(&hash(n.as_bytes())))
+            .expect("a name")
+    };
+    let made = between(&listed[8], &listed[12]);
+    let moved = between(&listed[16], &listed[20]);
+    let (f, _) = a.create(CTX, d, made.as_bytes(), 0o644).expect("create");
+    a.release(f.ino).expect("close");
+    let x = a.lookup(e, b"x").expect("lookup").ino;
+    a.link(x, d, moved.as_bytes()).expect("link");
+    churnfs_vfs::Backend::fsync(&**a, d).expect("fsync");
+    let mut want: Vec<String> = listed
+        .iter()
+        .filter(|n| !removed.contains(n))
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .chain([made, moved])
+        .collect();
+    want.sort();
+    assert_eq!(names(b, d), want);
+    c.settle();
+    c.fsck();
+}
+
 /// A file whose free waits in a batch while another mount, which had it
 /// open, writes to it: the batch's condition on the record fails, the
 /// free is worked out again from the record as it is now (its data in

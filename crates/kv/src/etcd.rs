@@ -17,8 +17,8 @@ use crate::{
     WatchStream,
 };
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, TxnOp,
-    TxnOpResponse, WatchOptions,
+    Client, Compare, CompareOp, ConnectOptions, DeleteOptions, EventType, GetOptions, PutOptions,
+    TxnOp, TxnOpResponse, WatchOptions,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -139,6 +139,10 @@ fn txn_op(o: &Op) -> TxnOp {
             lease.map(|l| PutOptions::new().with_lease(l)),
         ),
         Op::Delete(k) => TxnOp::delete(k.clone(), None),
+        Op::DeleteRange { start, end } => TxnOp::delete(
+            start.clone(),
+            Some(DeleteOptions::new().with_range(end.clone())),
+        ),
     }
 }
 

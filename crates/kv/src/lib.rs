@@ -61,12 +61,29 @@ pub enum Op {
         lease: Option<LeaseId>,
     },
     Delete(Vec<u8>),
+    /// Deletes every key in `[start, end)`: one write of the commit, one
+    /// change per key deleted for a watch. As etcd does, an engine
+    /// refuses a commit that also puts a key in the range.
+    DeleteRange {
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
 }
 
 impl Op {
+    /// The key written (a range: its first key).
     pub fn key(&self) -> &[u8] {
         match self {
             Op::Put { key, .. } | Op::Delete(key) => key,
+            Op::DeleteRange { start, .. } => start,
+        }
+    }
+
+    /// Does this write change `k`?
+    pub fn covers(&self, k: &[u8]) -> bool {
+        match self {
+            Op::Put { key, .. } | Op::Delete(key) => key.as_slice() == k,
+            Op::DeleteRange { start, end } => start.as_slice() <= k && k < end.as_slice(),
         }
     }
 
@@ -74,8 +91,30 @@ impl Op {
         match self {
             Op::Put { key, value, .. } => key.len() + value.len() + 16,
             Op::Delete(key) => key.len() + 8,
+            Op::DeleteRange { start, end } => start.len() + end.len() + 8,
         }
     }
+}
+
+/// A key after `k` and before any other key that starts with `k`: the end
+/// of a range whose last key is `k`.
+pub fn key_after(k: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(k.len() + 1);
+    e.extend_from_slice(k);
+    e.push(0);
+    e
+}
+
+/// Does `txn` put a key that one of its range deletions covers (which
+/// etcd refuses as a duplicate key)?
+pub fn puts_in_a_range(txn: &Txn) -> bool {
+    txn.ops.iter().any(|r| {
+        matches!(r, Op::DeleteRange { .. })
+            && txn
+                .ops
+                .iter()
+                .any(|o| matches!(o, Op::Put { key, .. } if r.covers(key)))
+    })
 }
 
 /// Conditions and writes, committed together or not at all.
@@ -227,5 +266,23 @@ mod tests {
         assert_eq!(prefix_end(b"ab"), b"ac".to_vec());
         assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
         assert_eq!(prefix_end(b"\xff\xff"), vec![0]);
+    }
+
+    #[test]
+    fn a_range_covers_its_keys_and_nothing_past_its_last() {
+        let r = Op::DeleteRange {
+            start: b"d/a".to_vec(),
+            end: key_after(b"d/c"),
+        };
+        assert!(r.covers(b"d/a") && r.covers(b"d/b") && r.covers(b"d/c"));
+        assert!(!r.covers(b"d/") && !r.covers(b"d/c0") && !r.covers(b"d/d"));
+        let put = |k: &[u8]| Op::Put {
+            key: k.to_vec(),
+            value: vec![],
+            lease: None,
+        };
+        let t = |ops| Txn { conds: vec![], ops };
+        assert!(puts_in_a_range(&t(vec![r.clone(), put(b"d/b")])));
+        assert!(!puts_in_a_range(&t(vec![r, put(b"d/d")])));
     }
 }

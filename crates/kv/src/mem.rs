@@ -205,6 +205,22 @@ impl Inner {
                         });
                     }
                 }
+                Op::DeleteRange { start, end } => {
+                    let gone: Vec<Vec<u8>> = self
+                        .data
+                        .range(start.clone()..)
+                        .take_while(|(k, _)| in_range(k, start, end))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    for key in gone {
+                        self.data.remove(&key);
+                        events.push(Event {
+                            key,
+                            value: None,
+                            rev,
+                        });
+                    }
+                }
             }
         }
         self.publish(events);
@@ -318,6 +334,11 @@ impl MetaKv for MemKv {
         }
         if txn.bytes() > limits.max_bytes {
             return Err(KvError::TooLarge(format!("{} bytes", txn.bytes())));
+        }
+        if crate::puts_in_a_range(txn) {
+            return Err(KvError::Engine(
+                "duplicate key given in txn request (a put inside a range deletion)".into(),
+            ));
         }
         let delay = self.lock().faults.commit_delay;
         if !delay.is_zero() {
@@ -522,5 +543,47 @@ mod tests {
         };
         assert!(matches!(kv.commit(&t), Err(KvError::Unavailable(_))));
         assert!(kv.get_many(&[b"k"]).unwrap().0[0].is_some());
+    }
+
+    #[test]
+    fn a_range_deletion_is_one_write_and_one_change_per_key() {
+        let kv = MemKv::new();
+        let keys = ["d/a", "d/b", "d/c", "d/d"];
+        let t = Txn {
+            conds: vec![],
+            ops: keys.iter().map(|k| put(k, "1")).collect(),
+        };
+        kv.commit(&t).unwrap();
+        let mut w = kv.watch(b"d/", kv.revision()).unwrap();
+        let range = Op::DeleteRange {
+            start: b"d/b".to_vec(),
+            end: crate::key_after(b"d/c"),
+        };
+        let t = Txn {
+            conds: vec![],
+            ops: vec![range.clone(), put("e", "2")],
+        };
+        assert!(matches!(kv.commit(&t).unwrap(), Outcome::Committed(_)));
+        let left: Vec<Vec<u8>> = kv
+            .scan(b"d/", b"d0", 10)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|e| e.key)
+            .collect();
+        assert_eq!(left, vec![b"d/a".to_vec(), b"d/d".to_vec()]);
+        let Some(WatchItem::Events(ev)) = w.next(Duration::from_millis(10)).unwrap() else {
+            panic!("no change seen")
+        };
+        let gone: Vec<&[u8]> = ev.iter().map(|e| e.key.as_slice()).collect();
+        assert_eq!(gone, vec![b"d/b".as_slice(), b"d/c".as_slice()]);
+        assert!(ev.iter().all(|e| e.value.is_none()));
+        // A put inside the range in the same commit is refused, as etcd does.
+        let t = Txn {
+            conds: vec![],
+            ops: vec![range, put("d/bb", "3")],
+        };
+        assert!(matches!(kv.commit(&t), Err(KvError::Engine(_))));
+        assert!(kv.get_many(&[b"d/bb"]).unwrap().0[0].is_none());
     }
 }

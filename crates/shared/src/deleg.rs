@@ -54,12 +54,16 @@ use std::time::{Duration, Instant};
 /// Versions of changes applied to images: above any engine revision, so
 /// that a condition read from an image never matches the engine.
 pub(crate) const LOCAL_REV_BASE: Rev = 1 << 62;
-/// Most pending changes of one image, and separately most guards: a flush
-/// is one commit, within the engine's 128 writes and, apart, 128
-/// conditions (the flush adds the delegation's own keys and the session's
-/// slot; a passing operation adds its writes and conditions). A removed
-/// file that existed before is two or three writes and one guard.
-pub const FLUSH_KEYS: usize = 96;
+/// Most writes an image's pending changes take (a run of removed entries
+/// is one, `Image::walk`): a flush is one commit, within the engine's 128
+/// writes. Past the bound go one operation's writes (the operation that
+/// reaches it commits the batch), the delegation's own keys and the
+/// session's slot.
+pub const FLUSH_KEYS: usize = 112;
+/// Most guards of one image: each is a condition, and the engine's 128
+/// conditions also hold the delegation's, the session's and a passing
+/// operation's own. A removed file that existed before is one guard.
+pub const GUARDS_MAX: usize = 96;
 /// Pending changes at which the delegation thread is asked to commit an
 /// image now (with the data of the files closed in it, which an
 /// operation's own flush at `FLUSH_KEYS` leaves behind).
@@ -85,6 +89,16 @@ fn read_from_image(conds: &[Cond]) -> bool {
     conds
         .iter()
         .any(|c| matches!(c, Cond::Rev(_, r) if *r >= LOCAL_REV_BASE))
+}
+
+/// One write of an image's pending changes (`Image::walk`).
+enum Write<'a> {
+    /// The key's change as the slot has it.
+    One(&'a [u8], &'a Slot),
+    /// A removed entry.
+    Delete(&'a [u8]),
+    /// Removed entries, first to last, and no other key between them.
+    Range(&'a [u8], &'a [u8]),
 }
 
 /// One owned key in an image.
@@ -119,6 +133,15 @@ struct Image {
     counted: usize,
     guards: Vec<Guard>,
     dirty: usize,
+    /// The directory's entry keys, `[start, end)`.
+    entries: (Vec<u8>, Vec<u8>),
+    /// Writes fewer than `dirty` that the pending changes take, as last
+    /// counted (`count_writes`): removed entries that are neighbours go
+    /// as one range deletion. Between counts `dirty - saved` is an upper
+    /// bound: a put may split a range (so it counts nothing saved until
+    /// the next count), and any other change only joins ranges or drops
+    /// writes.
+    saved: usize,
     dirty_since: Option<Instant>,
     /// When the upload of the oldest object a pending change names
     /// started: the batch reaches the engine within the volume's upload
@@ -336,6 +359,25 @@ fn cond_key(c: &Cond) -> &[u8] {
 }
 
 impl Image {
+    /// A live image of the directory whose entry keys are `entries`,
+    /// holding `keys` as the engine has them.
+    fn new(entries: (Vec<u8>, Vec<u8>), keys: BTreeMap<Vec<u8>, Slot>) -> Image {
+        Image {
+            live: true,
+            counted: keys.len(),
+            keys,
+            guards: Vec::new(),
+            dirty: 0,
+            entries,
+            saved: 0,
+            dirty_since: None,
+            uploaded_at: None,
+            urgent: false,
+            deferring: false,
+            used: Instant::now(),
+        }
+    }
+
     fn get(&self, k: &[u8]) -> Option<&Slot> {
         self.keys.get(k).filter(|s| s.value.is_some())
     }
@@ -358,11 +400,23 @@ impl Image {
     fn apply(&mut self, op: &Op, rev: Rev, dirty: bool) {
         let now = Instant::now();
         match op {
+            Op::DeleteRange { start, end } => {
+                let gone: Vec<Vec<u8>> = self
+                    .keys
+                    .range(start.clone()..end.clone())
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in gone {
+                    self.apply(&Op::Delete(k), rev, dirty);
+                }
+                return;
+            }
             Op::Put { key, value, .. } => match self.keys.get_mut(key.as_slice()) {
                 Some(s) => {
                     if dirty && !s.dirty {
                         self.dirty += 1;
                     }
+                    self.saved = 0;
                     s.value = Some(value.clone());
                     s.rev = rev;
                     s.dirty |= dirty;
@@ -374,6 +428,7 @@ impl Image {
                     if dirty {
                         self.dirty += 1;
                     }
+                    self.saved = 0;
                     self.keys.insert(
                         key.clone(),
                         Slot {
@@ -444,10 +499,83 @@ impl Image {
         }
     }
 
-    /// The larger of the pending writes and the guards: each has its own
-    /// bound in a commit.
-    fn pending_max(&self) -> usize {
-        self.dirty.max(self.guards.len())
+    /// The writes the pending changes take, at most (exact just after
+    /// `count_writes`).
+    fn writes(&self) -> usize {
+        self.dirty.saturating_sub(self.saved)
+    }
+
+    /// Would `extra` more writes, and as many conditions, take the next
+    /// commit past `FLUSH_KEYS` writes or `GUARDS_MAX` guards? The writes
+    /// are counted again first when their bound says so.
+    fn over(&mut self, extra: usize) -> bool {
+        let past =
+            |i: &Image| i.writes() + extra > FLUSH_KEYS || i.guards.len() + extra > GUARDS_MAX;
+        if past(self) {
+            self.count_writes();
+        }
+        past(self)
+    }
+
+    fn count_writes(&mut self) {
+        let mut n = 0;
+        self.walk(&[], |_| n += 1);
+        debug_assert!(n <= self.dirty, "{n} writes from {} changes", self.dirty);
+        self.saved = self.dirty - n.min(self.dirty);
+    }
+
+    /// The pending changes in key order, as writes: a run of two or more
+    /// entries removed here with no other key of the image between them
+    /// goes as one `Write::Range`. The image holds every entry the engine
+    /// has (they are loaded whole at the delegation's start and nobody
+    /// else changes them while it lasts), so such a range deletes exactly
+    /// the run in the engine. `others` are the writes the same commit
+    /// carries besides: no range covers one of their keys.
+    fn walk<'a>(&'a self, others: &[Op], mut f: impl FnMut(Write<'a>)) {
+        let (lo, hi) = (&self.entries.0, &self.entries.1);
+        let other_in = |a: &[u8], b: &[u8]| {
+            others.iter().any(|o| {
+                let k = o.key();
+                a < k && k <= b
+            })
+        };
+        type Run<'a> = Option<(&'a [u8], &'a [u8], usize)>;
+        fn end_run<'a>(run: &mut Run<'a>, f: &mut impl FnMut(Write<'a>)) {
+            match run.take() {
+                Some((a, _, 1)) => f(Write::Delete(a)),
+                Some((a, b, _)) => f(Write::Range(a, b)),
+                None => {}
+            }
+        }
+        // First key, last key, length.
+        let mut run: Run<'a> = None;
+        for (k, s) in self.keys.range(lo.clone()..hi.clone()) {
+            let removed = s.dirty && s.value.is_none();
+            let free = removed && !others.iter().any(|o| o.key() == k.as_slice());
+            let joins = free && run.is_some_and(|(_, last, _)| !other_in(last, k));
+            if joins {
+                if let Some(r) = run.as_mut() {
+                    r.1 = k;
+                    r.2 += 1;
+                }
+                continue;
+            }
+            end_run(&mut run, &mut f);
+            if free {
+                run = Some((k, k, 1));
+            } else if s.dirty {
+                f(Write::One(k, s));
+            }
+        }
+        end_run(&mut run, &mut f);
+        for (k, s) in self
+            .keys
+            .range(..lo.clone())
+            .chain(self.keys.range(hi.clone()..))
+            .filter(|(_, s)| s.dirty)
+        {
+            f(Write::One(k, s));
+        }
     }
 
     /// The conditions a batch carries for its guarded files.
@@ -458,20 +586,28 @@ impl Image {
             .collect()
     }
 
-    /// The pending changes, as the engine's writes.
-    fn pending(&self) -> Vec<Op> {
-        self.keys
-            .iter()
-            .filter(|(_, s)| s.dirty)
-            .map(|(k, s)| match &s.value {
-                Some(v) => Op::Put {
-                    key: k.clone(),
-                    value: v.clone(),
-                    lease: None,
+    /// The pending changes, as the engine's writes (`walk`), in a commit
+    /// that also carries `others`.
+    fn pending(&self, others: &[Op]) -> Vec<Op> {
+        let mut out = Vec::with_capacity(self.dirty.saturating_sub(self.saved));
+        self.walk(others, |w| {
+            out.push(match w {
+                Write::One(k, s) => match &s.value {
+                    Some(v) => Op::Put {
+                        key: k.to_vec(),
+                        value: v.clone(),
+                        lease: None,
+                    },
+                    None => Op::Delete(k.to_vec()),
                 },
-                None => Op::Delete(k.clone()),
+                Write::Delete(k) => Op::Delete(k.to_vec()),
+                Write::Range(a, b) => Op::DeleteRange {
+                    start: a.to_vec(),
+                    end: churnfs_kv::key_after(b),
+                },
             })
-            .collect()
+        });
+        out
     }
 
     /// The pending changes were committed at `rev`.
@@ -485,6 +621,7 @@ impl Image {
             s.value.is_some()
         });
         self.dirty = 0;
+        self.saved = 0;
         self.dirty_since = None;
         self.uploaded_at = None;
         self.urgent = false;
@@ -968,7 +1105,7 @@ impl SharedFs {
         extra: usize,
         until: Instant,
     ) -> Result<Option<Instant>> {
-        if img.pending_max() + extra > FLUSH_KEYS {
+        if img.over(extra) {
             self.flush_image(d, img, None, until)?;
             if !img.live {
                 return Ok(None);
@@ -997,7 +1134,8 @@ impl SharedFs {
         for p in dirs.iter().filter(|p| **p != d.dir) {
             conds.push(Cond::Absent(self.keys.deleg(*p)));
         }
-        let mut all = img.pending();
+        let ops: Vec<Op> = ops.collect();
+        let mut all = img.pending(&ops);
         all.extend(ops);
         Txn { conds, ops: all }
     }
@@ -1130,18 +1268,7 @@ impl SharedFs {
             dir,
             sid,
             y_rev,
-            img: Mutex::new(Image {
-                live: true,
-                keys,
-                counted: n,
-                guards: Vec::new(),
-                dirty: 0,
-                dirty_since: None,
-                uploaded_at: None,
-                urgent: false,
-                deferring: false,
-                used: Instant::now(),
-            }),
+            img: Mutex::new(Image::new(self.keys.dentries(dir), keys)),
         });
         {
             let mut t = self.delegs.table();
@@ -1270,7 +1397,7 @@ impl SharedFs {
             Stats::inc(&self.stats.delegation_local_ops);
             let pending = img.dirty;
             self.soon(&mut img, pending);
-            if img.dirty >= FLUSH_KEYS {
+            if img.over(1) {
                 if let Err(e) = self.flush_image(d, &mut img, None, until) {
                     tracing::warn!("directory {}: batch not committed yet: {e}", d.dir);
                 }
@@ -1307,9 +1434,9 @@ impl SharedFs {
             self.cache_ops(&txn, rev, false);
             Stats::inc(&self.stats.delegation_local_ops);
             Stats::inc(&self.stats.delegation_deferred_frees);
-            let pending = img.pending_max();
+            let pending = img.writes().max(img.guards.len());
             self.soon(&mut img, pending);
-            if pending >= FLUSH_KEYS {
+            if img.over(1) {
                 if let Err(e) = self.flush_image(d, &mut img, None, until) {
                     tracing::warn!("directory {dir}: batch not committed yet: {e}");
                 }
@@ -1567,6 +1694,7 @@ impl SharedFs {
         img.keys.clear();
         img.guards.clear();
         img.dirty = 0;
+        img.saved = 0;
         img.dirty_since = None;
         img.uploaded_at = None;
         self.recount(img);
@@ -1606,7 +1734,7 @@ impl SharedFs {
         for _ in 0..GUARD_RETRIES {
             let mut t = Txn {
                 conds: img.guard_conds(&self.keys),
-                ops: img.pending(),
+                ops: img.pending(&[]),
             };
             t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
             if let Some(dir) = end {
@@ -2150,16 +2278,18 @@ impl SharedFs {
                     at += 1;
                     continue;
                 };
+                // Images of other directories: no key of one is another's.
+                let ops = img.pending(&[]);
                 if !held.is_empty()
-                    && (t.ops.len() + img.dirty > FLUSH_KEYS
-                        || t.conds.len() + img.guards.len() + 1 > FLUSH_KEYS)
+                    && (t.ops.len() + ops.len() > FLUSH_KEYS
+                        || t.conds.len() + img.guards.len() + 1 > GUARDS_MAX)
                 {
                     break;
                 }
                 until = until.min(u);
                 t.conds.push(Cond::Rev(self.keys.deleg(d.dir), d.y_rev));
                 t.conds.extend(img.guard_conds(&self.keys));
-                t.ops.extend(img.pending());
+                t.ops.extend(ops);
                 held.push((d, img));
                 at += 1;
             }
@@ -2227,4 +2357,140 @@ pub(crate) fn start(fs: &Arc<SharedFs>) -> Result<()> {
         .map_err(|e| EngineError::Store(StoreError::Engine(format!("thread: {e}"))))?;
     lock(&fs.threads).push(h);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIR: Ino = Ino(9);
+
+    /// An image of `DIR` holding `n` entries as the engine has them, and
+    /// their keys in order.
+    fn image(keys: &schema::Keys, n: usize) -> (Image, Vec<Vec<u8>>) {
+        let mut names: Vec<Vec<u8>> = (0..n)
+            .map(|i| keys.dentry(DIR, format!("f{i}").as_bytes()))
+            .collect();
+        names.sort();
+        let slots = names
+            .iter()
+            .map(|k| {
+                let s = Slot {
+                    value: Some(vec![1]),
+                    rev: 5,
+                    dirty: false,
+                    in_engine: true,
+                };
+                (k.clone(), s)
+            })
+            .collect();
+        (Image::new(keys.dentries(DIR), slots), names)
+    }
+
+    fn range(a: &[u8], b: &[u8]) -> Op {
+        Op::DeleteRange {
+            start: a.to_vec(),
+            end: churnfs_kv::key_after(b),
+        }
+    }
+
+    fn put(k: &[u8]) -> Op {
+        Op::Put {
+            key: k.to_vec(),
+            value: vec![2],
+            lease: None,
+        }
+    }
+
+    /// Between `a` and `b` in key order, in `DIR`.
+    fn name_between(keys: &schema::Keys, a: &[u8], b: &[u8]) -> Vec<u8> {
+        (0..)
+            .map(|i| keys.dentry(DIR, format!("n{i}").as_bytes()))
+            .find(|k| a < k.as_slice() && k.as_slice() < b)
+            .expect("a name")
+    }
+
+    #[test]
+    fn removed_neighbours_are_one_range_and_what_lies_between_splits_it() {
+        let keys = schema::Keys::new("t");
+        let (mut img, k) = image(&keys, 10);
+        let rev = LOCAL_REV_BASE;
+        for n in &k[2..8] {
+            img.apply(&Op::Delete(n.clone()), rev, true);
+        }
+        img.apply(&Op::Delete(k[0].clone()), rev, true);
+        // k[1], kept, stands between k[0] and the run.
+        assert_eq!(
+            img.pending(&[]),
+            vec![Op::Delete(k[0].clone()), range(&k[2], &k[7])]
+        );
+        assert_eq!(img.writes(), 7, "an upper bound until counted");
+        img.count_writes();
+        assert_eq!(img.writes(), 2);
+        // A key the same commit puts inside the run (a link from
+        // elsewhere), and one the commit writes itself.
+        let x = name_between(&keys, &k[4], &k[5]);
+        assert_eq!(
+            img.pending(&[put(&x), put(&k[2])]),
+            vec![
+                Op::Delete(k[0].clone()),
+                Op::Delete(k[2].clone()),
+                range(&k[3], &k[4]),
+                range(&k[5], &k[7]),
+            ]
+        );
+        // A name made here inside the run: no longer counted as saved.
+        let y = name_between(&keys, &k[6], &k[7]);
+        img.apply(&put(&y), rev, true);
+        let want = vec![
+            Op::Delete(k[0].clone()),
+            range(&k[2], &k[6]),
+            put(&y),
+            Op::Delete(k[7].clone()),
+        ];
+        assert_eq!(img.pending(&[]), want);
+        assert!(img.writes() >= want.len());
+        img.count_writes();
+        assert_eq!(img.writes(), want.len());
+        // Made and removed again within the batch: the run is whole.
+        img.apply(&Op::Delete(y.clone()), rev, true);
+        assert_eq!(
+            img.pending(&[]),
+            vec![Op::Delete(k[0].clone()), range(&k[2], &k[7])]
+        );
+    }
+
+    #[test]
+    fn a_batch_of_removals_is_bounded_by_its_writes_not_its_changes() {
+        let keys = schema::Keys::new("t");
+        let (mut img, k) = image(&keys, 400);
+        for n in &k {
+            img.apply(&Op::Delete(n.clone()), LOCAL_REV_BASE, true);
+            // An inode record each, outside the entries.
+            let ino = keys.inode(Ino(1000 + img.dirty as u64));
+            img.keys.insert(
+                ino.clone(),
+                Slot {
+                    value: Some(vec![1]),
+                    rev: 5,
+                    dirty: false,
+                    in_engine: true,
+                },
+            );
+            img.apply(&Op::Delete(ino), LOCAL_REV_BASE, true);
+            if img.over(1) {
+                break;
+            }
+        }
+        // One range and an inode record a file: about FLUSH_KEYS files.
+        let ops = img.pending(&[]);
+        assert!(ops.len() <= FLUSH_KEYS, "{} writes", ops.len());
+        assert_eq!(
+            ops.iter()
+                .filter(|o| matches!(o, Op::DeleteRange { .. }))
+                .count(),
+            1
+        );
+        assert!(img.dirty > FLUSH_KEYS + FLUSH_KEYS / 2, "{}", img.dirty);
+    }
 }

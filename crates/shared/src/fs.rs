@@ -1006,13 +1006,17 @@ pub(crate) fn dedup(txn: &mut Txn) {
     });
     // A key written twice: the last write wins, as the engine applies them
     // in order; etcd refuses duplicate keys in one commit, so keep the last.
+    // (A range deletion stays: whoever makes one keeps every other write
+    // of the commit out of it.)
     let mut last = std::collections::HashMap::new();
     for (n, op) in txn.ops.iter().enumerate() {
-        last.insert(op.key().to_vec(), n);
+        if !matches!(op, Op::DeleteRange { .. }) {
+            last.insert(op.key().to_vec(), n);
+        }
     }
     let mut n = 0;
     txn.ops.retain(|op| {
-        let keep = last.get(op.key()) == Some(&n);
+        let keep = matches!(op, Op::DeleteRange { .. }) || last.get(op.key()) == Some(&n);
         n += 1;
         keep
     });

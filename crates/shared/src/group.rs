@@ -32,7 +32,7 @@
 
 use crate::fs::{lock, SharedFs};
 use crate::stats::Stats;
-use churnfs_kv::{Cond, Rev, Txn};
+use churnfs_kv::{Cond, Op, Rev, Txn};
 use churnfs_vfs::{EngineError, Result, StoreError};
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex};
@@ -71,6 +71,8 @@ pub(crate) struct Group {
 struct Touch {
     writes: HashSet<Vec<u8>>,
     conds: Vec<Cond>,
+    /// It deletes a range (a delegation's batch): it goes alone.
+    ranged: bool,
 }
 
 impl Touch {
@@ -78,11 +80,15 @@ impl Touch {
         Touch {
             writes: t.ops.iter().map(|o| o.key().to_vec()).collect(),
             conds: t.conds.clone(),
+            ranged: t.ops.iter().any(|o| matches!(o, Op::DeleteRange { .. })),
         }
     }
 
     /// Whether `self` and `o` may share one engine commit.
     fn apart(&self, o: &Touch) -> bool {
+        if self.ranged || o.ranged {
+            return false;
+        }
         let hits = |writes: &HashSet<Vec<u8>>, conds: &[Cond]| {
             conds.iter().any(|c| match c {
                 Cond::Rev(k, _) | Cond::Exists(k) | Cond::Absent(k) => writes.contains(k),
@@ -101,6 +107,7 @@ impl Touch {
     }
 
     fn absorb(&mut self, o: Touch) {
+        self.ranged |= o.ranged;
         self.writes.extend(o.writes);
         self.conds.extend(o.conds);
     }
@@ -249,7 +256,6 @@ impl SharedFs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use churnfs_kv::Op;
 
     fn put(k: &str) -> Op {
         Op::Put {
@@ -302,5 +308,14 @@ mod tests {
         // Reads a key at another version.
         let e = txn(vec![Cond::Rev(b"d1".to_vec(), 5)], vec![put("e")]);
         assert!(!a.apart(&e));
+        // Deletes a range, even of keys nobody else touches: alone.
+        let f = txn(
+            vec![],
+            vec![Op::DeleteRange {
+                start: b"d9/a".to_vec(),
+                end: b"d9/b".to_vec(),
+            }],
+        );
+        assert!(!a.apart(&f) && !f.apart(&a));
     }
 }
