@@ -69,5 +69,8 @@ fn a_range_deletion_deletes_its_keys_alone_and_a_watch_sees_each() {
             None => panic!("the watch saw {} of 3 deletions", gone.len()),
         }
     }
-    assert_eq!(gone, vec![b"r/b".to_vec(), b"r/b0".to_vec(), b"r/c".to_vec()]);
+    assert_eq!(
+        gone,
+        vec![b"r/b".to_vec(), b"r/b0".to_vec(), b"r/c".to_vec()]
+    );
 }

@@ -46,8 +46,17 @@ fn names(m: &SharedFs, d: Ino) -> Vec<String> {
     v
 }
 
-/// Slow batches: what the holder applied stays in its image until a
-/// recall, an fsync or unmount (the test says when).
+/// Waits (up to 10 s) until `m` no longer holds `d`'s delegation (its
+/// thread drops the image just after the commit that ended it, which
+/// another mount may see first); whether it let go.
+fn given_back(m: &SharedFs, d: Ino) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while m.delegated().contains(&d) && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    !m.delegated().contains(&d)
+}
+
 /// Creates `names` in `d` on `m`, each with `data`, and closes them.
 fn files(m: &SharedFs, d: Ino, names: impl Iterator<Item = String>, data: &[u8]) {
     for n in names {
@@ -57,6 +66,8 @@ fn files(m: &SharedFs, d: Ino, names: impl Iterator<Item = String>, data: &[u8])
     }
 }
 
+/// Slow batches: what the holder applied stays in its image until a
+/// recall, an fsync or unmount (the test says when).
 fn held_config() -> churnfs_shared::SharedConfig {
     churnfs_shared::SharedConfig {
         delegation_flush: Duration::from_secs(3600),
@@ -131,14 +142,7 @@ fn another_mount_reading_a_delegated_directory_takes_it_back_and_sees_every_chan
     assert!(matches!(b.lookup(d, b"f3"), Err(EngineError::NotFound)));
     // The holder's thread drops its image just after the commit that
     // ended the delegation, which b may see first.
-    let given_back = std::time::Instant::now() + Duration::from_secs(10);
-    while a.delegated().contains(&d) && std::time::Instant::now() < given_back {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(
-        !a.delegated().contains(&d),
-        "the delegation was not given back"
-    );
+    assert!(given_back(a, d), "the delegation was not given back");
     assert_eq!(c.stat(0, "delegations_recalled"), 1);
     assert_eq!(names(b, d).len(), 19);
     c.fsck();
@@ -230,11 +234,7 @@ fn removing_a_delegated_directory_ends_its_delegation_in_the_same_commit() {
     // The parent given back (a lookup on the other mount): the removal
     // touches one delegation, the removed directory's.
     assert!(matches!(b.lookup(top, b"x"), Err(EngineError::NotFound)));
-    let given_back = std::time::Instant::now() + Duration::from_secs(10);
-    while a.delegated().contains(&top) && std::time::Instant::now() < given_back {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    assert!(!a.delegated().contains(&top));
+    assert!(given_back(a, top));
     let before = c.stat(0, "kv_commits");
     a.rmdir(top, b"d").expect("rmdir");
     assert_eq!(
@@ -339,10 +339,7 @@ fn removed_neighbours_go_as_one_range_and_a_batch_holds_a_file_a_write() {
     // The parent given back (the other mount looks in it): the rmdir ends
     // one delegation, the tree's, with its last batch.
     assert!(matches!(b.lookup(top, b"x"), Err(EngineError::NotFound)));
-    let given_back = std::time::Instant::now() + Duration::from_secs(10);
-    while a.delegated().contains(&top) && std::time::Instant::now() < given_back {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(given_back(a, top));
     let before = c.stat(0, "kv_commits");
     for n in in_listing_order(a, d) {
         a.unlink(d, &n).expect("unlink");
