@@ -74,3 +74,19 @@ fn a_range_deletion_deletes_its_keys_alone_and_a_watch_sees_each() {
         vec![b"r/b".to_vec(), b"r/b0".to_vec(), b"r/c".to_vec()]
     );
 }
+
+/// With one member of three down, connecting (what every mount and tool
+/// does first) still succeeds, through the others, every time.
+#[test]
+fn connecting_with_a_member_down_goes_through_the_others() {
+    let mut etcd = EtcdCluster::start(3);
+    etcd.kill(0);
+    for i in 0..10 {
+        let kv = EtcdKv::connect(
+            &etcd.endpoints(),
+            Duration::from_secs(5),
+            Duration::from_secs(2),
+        );
+        assert!(kv.is_ok(), "connect {i}: {:?}", kv.err());
+    }
+}

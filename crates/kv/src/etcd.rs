@@ -177,9 +177,20 @@ impl EtcdKv {
             endpoints: endpoints.to_vec(),
             granted: Mutex::new(HashMap::new()),
         };
-        // Connecting is lazy: one read says whether anyone answers.
-        kv.get_many(&[b"churnfs-probe"])?;
-        Ok(kv)
+        // Connecting is lazy: a read says whether anyone answers. One sent
+        // to a member that is down or still starting fails at once (a
+        // refused connection), and the next may go to another: tried
+        // until `connect` has passed.
+        let until = std::time::Instant::now() + connect;
+        loop {
+            match kv.get_many(&[b"churnfs-probe"]) {
+                Ok(_) => return Ok(kv),
+                Err(KvError::Unavailable(_)) if std::time::Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     pub fn endpoints(&self) -> &[String] {
