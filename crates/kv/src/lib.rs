@@ -83,7 +83,10 @@ impl Op {
     pub fn covers(&self, k: &[u8]) -> bool {
         match self {
             Op::Put { key, .. } | Op::Delete(key) => key.as_slice() == k,
-            Op::DeleteRange { start, end } => start.as_slice() <= k && k < end.as_slice(),
+            // An end of "\0" is every key after the start, as for etcd.
+            Op::DeleteRange { start, end } => {
+                start.as_slice() <= k && (end.as_slice() == [0] || k < end.as_slice())
+            }
         }
     }
 
@@ -276,6 +279,11 @@ mod tests {
         };
         assert!(r.covers(b"d/a") && r.covers(b"d/b") && r.covers(b"d/c"));
         assert!(!r.covers(b"d/") && !r.covers(b"d/c0") && !r.covers(b"d/d"));
+        let rest = Op::DeleteRange {
+            start: b"d/".to_vec(),
+            end: vec![0],
+        };
+        assert!(rest.covers(b"d/") && rest.covers(b"\xff") && !rest.covers(b"c"));
         let put = |k: &[u8]| Op::Put {
             key: k.to_vec(),
             value: vec![],
