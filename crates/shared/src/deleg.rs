@@ -533,10 +533,11 @@ impl Image {
     /// carries besides: no range covers one of their keys.
     fn walk<'a>(&'a self, others: &[Op], mut f: impl FnMut(Write<'a>)) {
         let (lo, hi) = (&self.entries.0, &self.entries.1);
-        let other_in = |a: &[u8], b: &[u8]| {
+        // Another write of the commit strictly between `a` and `b`.
+        let other_between = |a: &[u8], b: &[u8]| {
             others.iter().any(|o| {
                 let k = o.key();
-                a < k && k <= b
+                a < k && k < b
             })
         };
         type Run<'a> = Option<(&'a [u8], &'a [u8], usize)>;
@@ -552,7 +553,7 @@ impl Image {
         for (k, s) in self.keys.range(lo.clone()..hi.clone()) {
             let removed = s.dirty && s.value.is_none();
             let free = removed && !others.iter().any(|o| o.key() == k.as_slice());
-            let joins = free && run.is_some_and(|(_, last, _)| !other_in(last, k));
+            let joins = free && run.is_some_and(|(_, last, _)| !other_between(last, k));
             if joins {
                 if let Some(r) = run.as_mut() {
                     r.1 = k;
